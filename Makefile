@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: GPL-2.0
+# rust_loop — build, run and test. Every target sets up what it needs (scripts/setup.sh is
+# idempotent and quick once done).
+#
+#   make                 build rust_loop.ko against the cached kernel (KDIR=... to use another)
+#   make run             main job: build, boot a VM, attach an image with --direct-io=on, mkfs, fio
+#   make check           the test suite in a VM (KERNEL=debug for the sanitizer kernel)
+#   make bench           the benchmark (see BENCHMARKS.md)
+#   make setup | kernel  install the toolchain and packages | build the kernel only
+#   make fmt | fmtcheck | clippy | clean
+
+KERNEL ?= default
+export KERNEL
+ifeq ($(KDIR),)
+KDIR_CMD = $$(bash scripts/kernel.sh)
+else
+KDIR_CMD = $(KDIR)
+endif
+export KDIR
+
+# -Dwarnings: the module build must stay free of warnings.
+MODFLAGS = KRUSTFLAGS=-Dwarnings
+
+.PHONY: all modules clean setup kernel run check bench fmt fmtcheck clippy
+
+all: modules
+
+modules:
+	@kdir=$(KDIR_CMD) && bash -c 'source scripts/common.sh; check_kdir "$$0"' "$$kdir" && \
+	$(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM= $(MODFLAGS) modules
+
+clippy:
+	@kdir=$(KDIR_CMD) && $(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM= $(MODFLAGS) CLIPPY=1 modules
+
+clean:
+	@kdir=$$(bash -c 'source scripts/common.sh; kernel_dir' 2>/dev/null); \
+	if [ -f "$$kdir/Makefile" ]; then $(MAKE) -C "$$kdir" M="$(CURDIR)" clean; fi; \
+	rm -f *.o *.ko *.mod *.mod.c *.mod.o .*.cmd Module.symvers modules.order rust_loop/*.o
+
+setup:
+	bash scripts/setup.sh
+
+kernel: setup
+	bash scripts/kernel.sh >/dev/null
+
+run:
+	bash scripts/run.sh
+
+check:
+	bash scripts/check.sh
+
+bench:
+	bash scripts/bench.sh
+
+RUSTFMT = rustfmt --edition 2021 --config-path "$$(bash -c 'source scripts/common.sh; kernel_src')/.rustfmt.toml"
+
+fmt:
+	$(RUSTFMT) rust_loop.rs
+
+fmtcheck:
+	$(RUSTFMT) --check rust_loop.rs

@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! [`BackingFile`]: the file or block device behind a loop device, and the I/O done on it.
+
+use crate::blk::SECTOR_SIZE;
+use core::ptr::NonNull;
+use kernel::{bindings, prelude::*};
+
+// `include/linux/fs.h`: typed `fmode_t` macros that bindgen does not export.
+const FMODE_WRITE: u32 = 1 << 1;
+const FMODE_CAN_ODIRECT: u32 = 1 << 22;
+const FMODE_NOWAIT: u32 = 1 << 27;
+// `include/uapi/linux/falloc.h`.
+/// Keep the file size when allocating or punching.
+pub(crate) const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
+/// Deallocate a range.
+pub(crate) const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+/// Zero a range, keeping it allocated.
+pub(crate) const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+// `include/linux/stat.h`.
+const S_IFMT: u16 = bindings::S_IFMT as u16;
+const S_IFREG: u16 = bindings::S_IFREG as u16;
+const S_IFBLK: u16 = bindings::S_IFBLK as u16;
+/// The `__GFP_IO | __GFP_FS` bits cleared from the backing mapping while bound (page cache
+/// allocations for the backing file must not recurse into the loop device).
+const GFP_IO_FS: u32 = (1 << bindings::___GFP_IO_BIT) | (1 << bindings::___GFP_FS_BIT);
+
+/// Direction of a data transfer on the backing file.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Dir {
+    /// From the backing file into the request's pages.
+    Read,
+    /// From the request's pages to the backing file.
+    Write,
+}
+
+impl Dir {
+    /// The `ITER_DEST`/`ITER_SOURCE` value of an `iov_iter` for this direction.
+    pub(crate) fn iter_dir(self) -> u32 {
+        match self {
+            Dir::Read => bindings::ITER_DEST,
+            Dir::Write => bindings::ITER_SOURCE,
+        }
+    }
+}
+
+/// Identity of a backing file, for `LOOP_GET_STATUS`.
+pub(crate) struct FileIdentity {
+    /// Device of the filesystem holding the file (`stat.dev`).
+    pub(crate) dev: u32,
+    /// Inode number.
+    pub(crate) ino: u64,
+    /// Device number if the file is a device node (`stat.rdev`).
+    pub(crate) rdev: u32,
+}
+
+/// Direct-I/O alignment of a backing file (`loop_update_dio_alignment`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DioAlign {
+    /// Minimum offset/size alignment of a direct I/O.
+    pub(crate) min_size: u32,
+    /// Memory alignment mask of a direct I/O buffer.
+    pub(crate) mem_mask: u32,
+}
+
+/// An open file (or block device) that holds a loop device's data.
+///
+/// # Invariants
+///
+/// `file` is a valid `struct file` on which this object owns one reference.
+pub(crate) struct BackingFile {
+    file: NonNull<bindings::file>,
+}
+
+// SAFETY: `struct file` is reference counted and its operations are thread-safe.
+unsafe impl Send for BackingFile {}
+// SAFETY: As above.
+unsafe impl Sync for BackingFile {}
+
+impl Clone for BackingFile {
+    fn clone(&self) -> Self {
+        // SAFETY: The file is valid (type invariant); `get_file` takes another reference.
+        unsafe { bindings::get_file(self.file.as_ptr()) };
+        // INVARIANT: the new object owns the reference just taken.
+        Self { file: self.file }
+    }
+}
+
+impl Drop for BackingFile {
+    fn drop(&mut self) {
+        // SAFETY: We own one reference (type invariant) and give it back once.
+        unsafe { bindings::fput(self.file.as_ptr()) }
+    }
+}
+
+impl BackingFile {
+    /// Takes a reference on the file behind the caller's descriptor `fd` (`fget`).
+    pub(crate) fn from_fd(fd: u32) -> Result<Self> {
+        // SAFETY: `fget` is safe to call with any descriptor value.
+        let file = unsafe { bindings::fget(fd) };
+        // INVARIANT: `fget` returned a referenced file, or null.
+        NonNull::new(file).map(|file| Self { file }).ok_or(EBADF)
+    }
+
+    /// The raw `struct file`.
+    pub(crate) fn as_raw(&self) -> *mut bindings::file {
+        self.file.as_ptr()
+    }
+
+    fn raw(&self) -> &bindings::file {
+        // SAFETY: The file is valid (type invariant) and these fields are stable while open.
+        unsafe { &*self.file.as_ptr() }
+    }
+
+    /// The inode behind the file's mapping (`file->f_mapping->host`).
+    fn host(&self) -> *mut bindings::inode {
+        // SAFETY: An open file has a mapping with a host inode.
+        unsafe { (*self.raw().f_mapping).host }
+    }
+
+    fn i_mode(&self) -> u16 {
+        // SAFETY: The host inode lives as long as the file.
+        unsafe { (*self.host()).i_mode }
+    }
+
+    /// Whether the file is a regular file.
+    pub(crate) fn is_reg(&self) -> bool {
+        self.i_mode() & S_IFMT == S_IFREG
+    }
+
+    /// Whether the file is a block device node.
+    pub(crate) fn is_blk(&self) -> bool {
+        self.i_mode() & S_IFMT == S_IFBLK
+    }
+
+    /// The device number if the file is a device node.
+    pub(crate) fn rdev(&self) -> u32 {
+        // SAFETY: The host inode lives as long as the file.
+        unsafe { (*self.host()).i_rdev }
+    }
+
+    /// The block device if the file is a block device node.
+    pub(crate) fn bdev(&self) -> Option<*mut bindings::block_device> {
+        if self.is_blk() {
+            // SAFETY: The inode of a block device node is embedded in its `block_device`.
+            Some(unsafe { bindings::I_BDEV(self.host()) })
+        } else {
+            None
+        }
+    }
+
+    /// The block device of the filesystem the file lives on, if any.
+    fn sb_bdev(&self) -> *mut bindings::block_device {
+        // SAFETY: The host inode and its superblock live as long as the file.
+        unsafe { (*(*self.host()).i_sb).s_bdev }
+    }
+
+    /// The block device the data ends up on: the file itself, or its filesystem's device.
+    pub(crate) fn underlying_bdev(&self) -> Option<*mut bindings::block_device> {
+        self.bdev().or_else(|| NonNull::new(self.sb_bdev()).map(|p| p.as_ptr()))
+    }
+
+    fn f_op(&self) -> &bindings::file_operations {
+        // SAFETY: An open file has file operations that live as long as it.
+        unsafe { &*self.raw().f_op }
+    }
+
+    /// Whether the file was opened for writing and supports it.
+    pub(crate) fn is_writable(&self) -> bool {
+        self.raw().f_mode & FMODE_WRITE != 0 && self.f_op().write_iter.is_some()
+    }
+
+    /// Whether the file can back a loop device at all (`loop_check_backing_file`).
+    pub(crate) fn check_ops(&self) -> Result {
+        if self.f_op().read_iter.is_none() {
+            return Err(EINVAL);
+        }
+        if self.raw().f_mode & FMODE_WRITE != 0 && self.f_op().write_iter.is_none() {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// Whether the file supports `fsync` (the loop device then has a write cache).
+    pub(crate) fn has_fsync(&self) -> bool {
+        self.f_op().fsync.is_some()
+    }
+
+    /// Whether the file supports `fallocate` (discard and write-zeroes).
+    pub(crate) fn has_fallocate(&self) -> bool {
+        self.f_op().fallocate.is_some()
+    }
+
+    /// Whether the file was opened with `O_DIRECT`.
+    pub(crate) fn is_o_direct(&self) -> bool {
+        self.raw().f_flags & bindings::O_DIRECT != 0
+    }
+
+    /// Whether the file supports direct I/O (`FMODE_CAN_ODIRECT`).
+    pub(crate) fn can_direct_io(&self) -> bool {
+        self.raw().f_mode & FMODE_CAN_ODIRECT != 0
+    }
+
+    /// Whether the file supports non-blocking I/O attempts (`FMODE_NOWAIT`).
+    pub(crate) fn can_nowait(&self) -> bool {
+        self.raw().f_mode & FMODE_NOWAIT != 0
+    }
+
+    fn path(&self) -> *const bindings::path {
+        // SAFETY: `f_path` is set for an open file; taking its address reads nothing.
+        unsafe { &raw const (*self.file.as_ptr()).__bindgen_anon_1.f_path }
+    }
+
+    /// Size in bytes: the device size for a block device, the accurate file size otherwise
+    /// (`lo_calculate_size` before offset and limit).
+    pub(crate) fn size(&self) -> u64 {
+        if self.is_blk() {
+            // SAFETY: The host inode lives as long as the file.
+            let size = unsafe { core::ptr::read_volatile(&raw const (*self.host()).i_size) };
+            return size.max(0) as u64;
+        }
+        // SAFETY: All-zero is a valid `kstat`.
+        let mut st: bindings::kstat = unsafe { core::mem::zeroed() };
+        // SAFETY: `path` is the file's path and `st` a valid output buffer.
+        let rc = unsafe { bindings::vfs_getattr_nosec(self.path(), &mut st, bindings::STATX_SIZE, 0) };
+        if rc != 0 {
+            return 0;
+        }
+        st.size.max(0) as u64
+    }
+
+    /// Device, inode and rdev of the file, for `LOOP_GET_STATUS`.
+    pub(crate) fn identity(&self) -> Result<FileIdentity> {
+        // SAFETY: All-zero is a valid `kstat`.
+        let mut st: bindings::kstat = unsafe { core::mem::zeroed() };
+        // SAFETY: `path` is the file's path and `st` a valid output buffer.
+        let rc = unsafe {
+            bindings::vfs_getattr(self.path(), &mut st, bindings::STATX_INO, bindings::AT_STATX_SYNC_AS_STAT)
+        };
+        kernel::error::to_result(rc)?;
+        Ok(FileIdentity { dev: st.dev, ino: st.ino, rdev: st.rdev })
+    }
+
+    /// Direct-I/O alignment: the filesystem's `STATX_DIOALIGN`, else its block device's limits,
+    /// else one sector.
+    pub(crate) fn dio_align(&self) -> DioAlign {
+        // SAFETY: All-zero is a valid `kstat`.
+        let mut st: bindings::kstat = unsafe { core::mem::zeroed() };
+        // SAFETY: `path` is the file's path and `st` a valid output buffer.
+        let rc =
+            unsafe { bindings::vfs_getattr(self.path(), &mut st, bindings::STATX_DIOALIGN, 0) };
+        if rc == 0 && st.result_mask & bindings::STATX_DIOALIGN != 0 && st.dio_mem_align != 0 {
+            return DioAlign {
+                min_size: st.dio_offset_align,
+                mem_mask: (st.dio_mem_align - 1).min(kernel::page::PAGE_SIZE as u32 - 1),
+            };
+        }
+        let sb_bdev = self.sb_bdev();
+        if !sb_bdev.is_null() {
+            // SAFETY: The superblock's device lives as long as the file.
+            let lim = unsafe { (*(*(*sb_bdev).bd_disk).queue).limits };
+            return DioAlign { min_size: lim.logical_block_size, mem_mask: lim.dma_alignment };
+        }
+        DioAlign { min_size: SECTOR_SIZE, mem_mask: SECTOR_SIZE - 1 }
+    }
+
+    /// Discard support: `(granularity, max sectors)` (`loop_get_discard_config`).
+    pub(crate) fn discard_config(&self) -> (u32, u32) {
+        if let Some(bdev) = self.bdev() {
+            // SAFETY: The block device of an open device node is valid.
+            let lim = unsafe { (*(*(*bdev).bd_disk).queue).limits };
+            return (lim.discard_granularity, lim.max_write_zeroes_sectors);
+        }
+        if self.has_fallocate() {
+            // SAFETY: All-zero is a valid `kstatfs`.
+            let mut sbuf: bindings::kstatfs = unsafe { core::mem::zeroed() };
+            // SAFETY: `path` is the file's path and `sbuf` a valid output buffer.
+            if unsafe { bindings::vfs_statfs(self.path(), &mut sbuf) } == 0 {
+                return (sbuf.f_bsize as u32, u32::MAX >> 9);
+            }
+        }
+        (0, 0)
+    }
+
+    /// Whether the data ends up on a rotational device.
+    pub(crate) fn is_rotational(&self) -> bool {
+        match self.underlying_bdev() {
+            // SAFETY: The device lives as long as the file.
+            Some(b) => unsafe {
+                (*(*(*b).bd_disk).queue).limits.features & bindings::BLK_FEAT_ROTATIONAL != 0
+            },
+            None => false,
+        }
+    }
+
+    /// Clears `__GFP_IO | __GFP_FS` from the backing mapping; returns the old mask.
+    pub(crate) fn restrict_gfp(&self) -> u32 {
+        // SAFETY: The mapping lives as long as the file; loop.c changes it the same way.
+        unsafe {
+            let m = self.raw().f_mapping;
+            let old = (*m).gfp_mask;
+            (*m).gfp_mask = old & !GFP_IO_FS;
+            old
+        }
+    }
+
+    /// Restores the backing mapping's gfp mask saved by [`Self::restrict_gfp`].
+    pub(crate) fn restore_gfp(&self, mask: u32) {
+        // SAFETY: As in `restrict_gfp`.
+        unsafe { (*self.raw().f_mapping).gfp_mask = mask };
+    }
+
+    /// Writes `"<path>\n"` of the file into the sysfs page `buf`; returns the length or errno.
+    pub(crate) fn path_to_sysfs(&self, buf: &mut [u8]) -> core::result::Result<usize, Error> {
+        let len = buf.len().min(kernel::page::PAGE_SIZE) as i32;
+        // SAFETY: `buf` is a writable page of `len` bytes; `file_path` writes the path at its
+        // end and returns a pointer into it, or an error pointer.
+        let p = unsafe { bindings::file_path(self.as_raw(), buf.as_mut_ptr().cast(), len - 1) };
+        let p = kernel::error::from_err_ptr(p)?;
+        let start = (p as usize).wrapping_sub(buf.as_ptr() as usize);
+        if start >= buf.len() {
+            return Err(EINVAL);
+        }
+        let n = buf[start..].iter().position(|&c| c == 0).unwrap_or(buf.len() - start);
+        buf.copy_within(start..start + n, 0);
+        if n + 1 >= buf.len() {
+            return Err(ENAMETOOLONG);
+        }
+        buf[n] = b'\n';
+        buf[n + 1] = 0;
+        Ok(n + 1)
+    }
+
+    /// Buffered read or write of `iter` at byte `pos` (`vfs_iter_read`/`vfs_iter_write`).
+    /// Returns the bytes transferred or a negative errno.
+    pub(crate) fn rw_iter(&self, dir: Dir, iter: &mut bindings::iov_iter, pos: u64) -> isize {
+        let mut ppos = pos as i64;
+        // SAFETY: The file is open; `iter` describes pages that the request keeps alive.
+        unsafe {
+            match dir {
+                Dir::Read => bindings::vfs_iter_read(self.as_raw(), iter, &mut ppos, 0),
+                Dir::Write => bindings::vfs_iter_write(self.as_raw(), iter, &mut ppos, 0),
+            }
+        }
+    }
+
+    /// `vfs_fsync`.
+    pub(crate) fn fsync(&self) -> i32 {
+        // SAFETY: The file is open.
+        unsafe { bindings::vfs_fsync(self.as_raw(), 0) }
+    }
+
+    /// The file's own `fallocate` (as loop.c: no permission checks, the device is the user).
+    pub(crate) fn fallocate(&self, mode: i32, pos: u64, len: u64) -> i32 {
+        match self.f_op().fallocate {
+            // SAFETY: The file is open and implements `fallocate`.
+            Some(f) => unsafe { f(self.as_raw(), mode, pos as i64, len as i64) },
+            None => -(bindings::EOPNOTSUPP as i32),
+        }
+    }
+}

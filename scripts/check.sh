@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command: set-up, kernel, module, then tests/run.sh inside a VM.
+#
+#   scripts/check.sh [REGEX]     (make check; KERNEL=debug for the sanitizer kernel)
+#
+# Prints the guest's "N passed, N failed" as its last line and exits non-zero on any failure.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$ROOT"
+if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ]; then
+	bash scripts/setup.sh
+fi
+bash scripts/kernel.sh >/dev/null
+say "module: building rust_loop.ko"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+make -s modules 2>&1 | tee "$log" >&2
+[ "${PIPESTATUS[0]}" = 0 ] || die "module build failed (see above)"
+! grep -qiE '^(warning|.*: warning)' "$log" || die "module build produced warnings (see above); the build must stay warning-free"
+[ -f rust_loop.ko ] || die "module build produced no rust_loop.ko"
+
+mkdir -p results/tests
+rm -f results/tests/summary
+say "tests: running in the VM (filter: ${1:-all})"
+status=0
+bash scripts/vm.sh -- env TESTS="${1:-.}" bash tests/run.sh || status=$?
+summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
+echo "$summary"
+exit "$status"

@@ -1,0 +1,62 @@
+# shellcheck shell=bash
+# Shared settings for the rust_loop scripts. Source it; do not run it.
+#
+# RUST_LOOP_CACHE   cache directory for the kernel tree, build output and tools
+#                   (default: ~/.cache/rust-loop). Everything heavy lives there.
+# KERNEL            kernel flavour: "default" or "debug" (KASAN, lockdep, UBSAN, ...).
+# KDIR              an already-built kernel tree to use instead of the cached one.
+
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}
+KERNEL=${KERNEL:-default}
+KVER_SERIES=7.3
+LIBCLANG_PATH=${LIBCLANG_PATH:-/usr/lib/llvm-19/lib}
+export LIBCLANG_PATH
+export PATH="$HOME/.cargo/bin:$CACHE/venv/bin:$PATH"
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The kernel tree a flavour builds into (keyed by version, fragment and rustc).
+kernel_key() {
+	local src_ver frag_hash rustc_ver
+	src_ver=$(dpkg-query -W -f='${Version}' "linux-source-$KVER_SERIES" 2>/dev/null) ||
+		die "linux-source-$KVER_SERIES is not installed: run scripts/setup.sh"
+	frag_hash=$(cat "$ROOT/config/kernel.config" "$ROOT/config/kernel-$KERNEL.config" 2>/dev/null |
+		sha256sum | cut -c1-12)
+	rustc_ver=$(rustc --version | awk '{print $2}')
+	echo "$src_ver-$KERNEL-$frag_hash-rustc$rustc_ver"
+}
+
+# Prints the kernel build directory to use: $KDIR if set, else the cached one.
+kernel_dir() {
+	if [ -n "${KDIR:-}" ]; then
+		echo "$KDIR"
+	else
+		echo "$CACHE/kernel/$(kernel_key)"
+	fi
+}
+
+# Checks that a kernel tree is built and can build Rust modules.
+check_kdir() {
+	local kdir=$1
+	[ -d "$kdir" ] || die "KDIR=$kdir does not exist: run scripts/kernel.sh or point KDIR at a built kernel tree"
+	[ -f "$kdir/Makefile" ] && [ -f "$kdir/.config" ] ||
+		die "KDIR=$kdir is not a configured kernel tree (no Makefile/.config): run scripts/kernel.sh"
+	grep -q '^CONFIG_RUST=y' "$kdir/.config" ||
+		die "kernel at $kdir has no CONFIG_RUST=y: rebuild it with Rust support (scripts/kernel.sh does)"
+	[ -f "$kdir/Module.symvers" ] ||
+		die "kernel at $kdir is not built (no Module.symvers): run 'make' in it, or scripts/kernel.sh"
+	[ -f "$kdir/rust/kernel.o" ] || [ -f "$kdir/rust/libkernel.rmeta" ] ||
+		die "kernel at $kdir has no Rust metadata (rust/libkernel.rmeta): build it with CONFIG_RUST=y"
+}
+
+# Prints the extracted kernel source directory (where .rustfmt.toml and the C reference live).
+kernel_src() {
+	local src_ver
+	src_ver=$(dpkg-query -W -f='${Version}' "linux-source-$KVER_SERIES" 2>/dev/null) ||
+		die "linux-source-$KVER_SERIES is not installed: run scripts/setup.sh"
+	echo "$CACHE/src/linux-source-$src_ver"
+}

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Installs everything rust_loop needs on a fresh Debian bookworm machine. Idempotent; run as root.
+#
+#  - apt: bookworm-backports (qemu 10) and trixie-backports pinned low so that only
+#    linux-source-7.3 comes from it; kernel build deps; libclang 19; guest userspace for the tests.
+#  - rustup's rust-src, bindgen-cli, and virtme-ng in a venv under the cache directory.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+[ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs Debian packages)"
+command -v apt-get >/dev/null || die "apt-get not found: rust_loop's set-up expects Debian bookworm"
+command -v rustup >/dev/null || die "rustup not found in PATH or ~/.cargo/bin: install rustup (rustc >= 1.78)"
+
+APT_PKGS=(
+	# kernel build
+	bc bison flex libelf-dev libssl-dev cpio kmod rsync xz-utils make gcc python3
+	libclang-19-dev
+	# VM (qemu-system-x86 comes from bookworm-backports, below)
+	python3-venv
+	# guest userspace used by the tests and the benchmark
+	fio util-linux e2fsprogs xfsprogs parted fdisk dosfstools udev python3-venv
+	strace jq
+)
+
+sources=/etc/apt/sources.list.d/rust-loop.sources
+pins=/etc/apt/preferences.d/rust-loop.pref
+want_sources="Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports trixie-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"
+want_pins="# rust_loop: nothing from trixie-backports but the kernel source.
+Package: *
+Pin: release n=trixie-backports
+Pin-Priority: 50
+
+Package: linux-source-$KVER_SERIES
+Pin: release n=trixie-backports
+Pin-Priority: 500
+"
+changed=0
+if ! printf '%s' "$want_sources" | cmp -s - "$sources"; then
+	say "apt: adding bookworm-backports and trixie-backports ($sources)"
+	printf '%s' "$want_sources" >"$sources"
+	changed=1
+fi
+if ! printf '%s' "$want_pins" | cmp -s - "$pins"; then
+	say "apt: pinning trixie-backports low ($pins)"
+	printf '%s' "$want_pins" >"$pins"
+	changed=1
+fi
+
+missing=()
+for p in "${APT_PKGS[@]}" "linux-source-$KVER_SERIES"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+qemu_ver=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || true)
+need_qemu=1
+case "$qemu_ver" in 1:1[0-9]*) need_qemu=0 ;; esac
+
+if [ ${#missing[@]} -gt 0 ] || [ $need_qemu = 1 ]; then
+	if [ $changed = 1 ] || [ ! -f /var/lib/apt/periodic/rust-loop-updated ]; then
+		say "apt-get update"
+		apt-get update -q || die "apt-get update failed: check the network and $sources"
+		mkdir -p /var/lib/apt/periodic && touch /var/lib/apt/periodic/rust-loop-updated
+	fi
+	if [ ${#missing[@]} -gt 0 ]; then
+		say "apt-get install ${missing[*]}"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+			die "apt-get install failed for: ${missing[*]} (see the apt output above)"
+	fi
+	if [ $need_qemu = 1 ]; then
+		say "apt-get install -t bookworm-backports qemu-system-x86 (qemu 10)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+			-t bookworm-backports qemu-system-x86 ||
+			die "installing qemu-system-x86 from bookworm-backports failed (see the apt output above)"
+	fi
+fi
+[ -f "/usr/src/linux-source-$KVER_SERIES.tar.xz" ] ||
+	die "/usr/src/linux-source-$KVER_SERIES.tar.xz missing after installing linux-source-$KVER_SERIES"
+[ -f "$LIBCLANG_PATH/libclang.so" ] || ls "$LIBCLANG_PATH"/libclang*.so* >/dev/null 2>&1 ||
+	die "libclang not found in LIBCLANG_PATH=$LIBCLANG_PATH: install libclang-19-dev"
+
+if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
+	say "rustup component add rust-src"
+	rustup component add rust-src || die "rustup component add rust-src failed"
+fi
+if ! command -v bindgen >/dev/null; then
+	say "cargo install --locked bindgen-cli (a few minutes)"
+	cargo install --locked bindgen-cli || die "cargo install bindgen-cli failed"
+fi
+
+if [ ! -x "$CACHE/venv/bin/vng" ]; then
+	say "virtme-ng into $CACHE/venv"
+	mkdir -p "$CACHE"
+	python3 -m venv "$CACHE/venv" || die "python3 -m venv failed: install python3-venv"
+	"$CACHE/venv/bin/pip" install -q virtme-ng || die "pip install virtme-ng failed"
+fi
+say "set-up complete (cache: $CACHE)"

@@ -1,0 +1,17 @@
+# shellcheck shell=bash
+# The module loads, unloads and loads again; params are visible.
+
+t_module_loads() {
+	load_rust_loop
+	[ -d /sys/module/rust_loop ] || fail "/sys/module/rust_loop missing"
+	dmesg | grep -q 'rust_loop: module loaded' || fail "no load message in the kernel log"
+}
+
+t_module_unloads_and_reloads() {
+	load_rust_loop
+	rmmod rust_loop || fail "rmmod failed"
+	[ ! -d /sys/module/rust_loop ] || fail "/sys/module/rust_loop still there after rmmod"
+	insmod "$KO" || fail "second insmod failed"
+	[ -d /sys/module/rust_loop ] || fail "/sys/module/rust_loop missing after reload"
+	rmmod rust_loop
+}

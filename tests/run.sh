@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The rust_loop test runner; runs inside the VM as root.
+#
+#   tests/run.sh [REGEX]    run every test (or those whose name matches REGEX)
+#
+# A test is a shell function named t_* in a tests/*.t.sh file. Each runs in its own bash with
+# `set -euo pipefail` and a time limit; it fails when it exits non-zero or when the kernel log
+# gains a WARNING, BUG, Oops, KASAN, UBSAN, lockdep or hung-task report while it runs. The last
+# line printed is "N passed, N failed"; the exit status is non-zero when any test failed.
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export ROOT
+FILTER=${1:-${TESTS:-.}}
+TEST_TIMEOUT=${TEST_TIMEOUT:-600}
+RESULTS=${RESULTS:-$ROOT/results/tests}
+mkdir -p "$RESULTS"
+: >"$RESULTS/dmesg.log"
+: >"$RESULTS/tests.log"
+
+[ "$(id -u)" = 0 ] || { echo "tests/run.sh must run as root (in the VM)"; exit 2; }
+[ -f "$ROOT/rust_loop.ko" ] || { echo "rust_loop.ko not built: run make"; exit 2; }
+
+SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|INFO: task .* blocked|hung_task|Kernel panic|stack-protector|kmemleak|cut here'
+
+uname -r
+echo "kernel: $(cat /proc/version)"
+passed=0 failed=0 failed_names=()
+for file in "$ROOT"/tests/*.t.sh; do
+	names=$(bash -c 'source "$1"; declare -F' _ "$file" | awk '{print $3}' | grep '^t_' || true)
+	for name in $names; do
+		full="$(basename "$file" .t.sh)/$name"
+		[[ "$full" =~ $FILTER ]] || continue
+		dmesg -C
+		start=$(date +%s.%N)
+		out=$(timeout -k 10 "$TEST_TIMEOUT" bash -c '
+			set -euo pipefail
+			source "$ROOT/tests/lib.sh"
+			source "$1"
+			"$2"' _ "$file" "$name" 2>&1)
+		rc=$?
+		secs=$(echo "$(date +%s.%N) - $start" | bc)
+		kmsg=$(dmesg)
+		{ echo "=== $full"; echo "$kmsg"; } >>"$RESULTS/dmesg.log"
+		{ echo "=== $full (rc=$rc)"; echo "$out"; } >>"$RESULTS/tests.log"
+		splat=$(echo "$kmsg" | grep -E "$SPLAT" | head -5 || true)
+		[ $rc = 124 ] && out="$out
+timed out after ${TEST_TIMEOUT}s"
+		if [ $rc = 0 ] && [ -z "$splat" ]; then
+			passed=$((passed + 1))
+			printf 'ok   %-50s %6.1fs\n' "$full" "$secs"
+		else
+			failed=$((failed + 1))
+			failed_names+=("$full")
+			printf 'FAIL %-50s %6.1fs (rc=%s)\n' "$full" "$secs" "$rc"
+			echo "$out" | tail -n 15 | sed 's/^/     | /'
+			if [ -n "$splat" ]; then
+				echo "     | kernel log report:"
+				echo "$kmsg" | grep -E -A12 "$SPLAT" | head -40 | sed 's/^/     | /'
+			fi
+		fi
+	done
+done
+# Leave the machine clean for whatever runs next.
+source "$ROOT/tests/lib.sh"
+unload_loop_drivers >/dev/null 2>&1 || true
+[ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
+echo "$passed passed, $failed failed" | tee "$RESULTS/summary"
+[ $failed = 0 ] && [ $passed -gt 0 ]
