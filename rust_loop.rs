@@ -3,9 +3,31 @@
 //! rust_loop: the loop block driver (`drivers/block/loop.c`) in Rust.
 //!
 //! Block major 7, devices `loopN`, `/dev/loop-control` (misc minor 237), driven by util-linux
-//! `losetup` through the loop ioctl ABI.
+//! `losetup` through the loop ioctl ABI. This file owns the module: its parameters, the table of
+//! devices (`loop_index_idr`) and the global locks; each concern lives in `rust_loop/`.
 
-use kernel::prelude::*;
+#[path = "rust_loop/backing.rs"]
+mod backing;
+#[path = "rust_loop/blk.rs"]
+mod blk;
+#[path = "rust_loop/cmd.rs"]
+mod cmd;
+#[path = "rust_loop/control.rs"]
+mod control;
+#[path = "rust_loop/device.rs"]
+mod device;
+#[path = "rust_loop/ioctl.rs"]
+mod ioctl;
+#[path = "rust_loop/sysfs.rs"]
+mod sysfs;
+#[path = "uapi/loop.rs"]
+mod uapi;
+#[path = "rust_loop/worker.rs"]
+mod worker;
+
+use core::sync::atomic::{AtomicU32, Ordering};
+use device::{LoopDevice, State};
+use kernel::{bindings, prelude::*, sync::Arc};
 
 module! {
     type: LoopModule,
@@ -13,10 +35,11 @@ module! {
     authors: ["rust_loop developers"],
     description: "Loopback block device in Rust",
     license: "GPL",
+    alias: ["block-major-7-*", "char-major-10-237", "devname:loop-control"],
     params: {
         max_loop: i32 {
-            default: 8,
-            description: "Initial number of loop devices",
+            default: -1,
+            description: "Maximum number of loop devices (-1: create 8 at load, no limit)",
         },
         max_part: i32 {
             default: 0,
@@ -29,12 +52,194 @@ module! {
     },
 }
 
-/// The module: owns every loop device and `/dev/loop-control`.
-struct LoopModule;
+/// Devices created at load time when `max_loop` is not given (`CONFIG_BLK_DEV_LOOP_MIN_COUNT`).
+const DEFAULT_MIN_COUNT: u32 = 8;
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised in `LoopModule::init` before any device exists.
+    unsafe(uninit) static DEVICES: Mutex<KVec<Arc<LoopDevice>>> = KVec::new();
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised in `LoopModule::init` before any device exists.
+    /// `loop_validate_mutex`: serialises following chains of loop devices against rebinding.
+    unsafe(uninit) static VALIDATE: Mutex<()> = ();
+}
+
+/// `part_shift`: minors per device are `1 << part_shift`.
+static PART_SHIFT: AtomicU32 = AtomicU32::new(0);
+/// Highest device count that may be created on demand (0: no limit).
+static MAX_LOOP_LIMIT: AtomicU32 = AtomicU32::new(0);
+/// Tag set depth of new devices.
+static QUEUE_DEPTH: AtomicU32 = AtomicU32::new(128);
+
+fn part_shift() -> u32 {
+    PART_SHIFT.load(Ordering::Relaxed)
+}
+
+/// `THIS_MODULE`.
+fn this_module() -> *mut bindings::module {
+    this_module_const()
+}
+
+/// `THIS_MODULE`, usable in constants.
+const fn this_module_const() -> *mut bindings::module {
+    <LoopModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr()
+}
+
+/// The loop device behind `file`, if it is a loop block device node.
+fn loop_device_of(file: &backing::BackingFile) -> Option<Arc<LoopDevice>> {
+    let bdev = file.bdev()?;
+    if file.rdev() >> bindings::MINORBITS != bindings::LOOP_MAJOR {
+        return None;
+    }
+    // SAFETY: Block major 7 belongs to this module while it is loaded, so the disk is one of
+    // ours; an open device node keeps its disk, and so the disk's `Arc<LoopDevice>`, alive.
+    let dev = unsafe { (*(*bdev).bd_disk).private_data.cast::<LoopDevice>() };
+    // SAFETY: As above: `dev` comes from `Arc::into_raw` and is still owned by the disk.
+    Some(unsafe { kernel::sync::ArcBorrow::from_raw(dev) }.into())
+}
+
+/// `loop_add`: creates `loop<index>`, or the lowest free number when `index` is negative.
+fn add_device(index: i32) -> Result<u32> {
+    let mut devices = DEVICES.lock();
+    let number = if index >= 0 {
+        let n = index as u32;
+        if devices.iter().any(|d| d.number == n) {
+            return Err(EEXIST);
+        }
+        n
+    } else {
+        let mut n = 0;
+        while devices.iter().any(|d| d.number == n) {
+            n += 1;
+        }
+        n
+    };
+    devices.reserve(1, GFP_KERNEL)?;
+    let dev = LoopDevice::new(number, part_shift(), QUEUE_DEPTH.load(Ordering::Relaxed))?;
+    dev.add_disk()?;
+    dev.visible.store(true, Ordering::Release);
+    devices.push(dev, GFP_KERNEL)?;
+    Ok(number)
+}
+
+/// `loop_control_remove`.
+fn remove_device(index: i32) -> Result<u32> {
+    if index < 0 {
+        kernel::pr_warn_once!("deleting an unspecified loop device is not supported.\n");
+        return Err(EINVAL);
+    }
+    let dev = {
+        let devices = DEVICES.lock();
+        let dev = devices
+            .iter()
+            .find(|d| d.number == index as u32 && d.visible.load(Ordering::Acquire))
+            .ok_or(ENODEV)?
+            .clone();
+        // Hidden while we check it, so nobody else picks or removes it.
+        dev.visible.store(false, Ordering::Release);
+        dev
+    };
+    if let Err(e) = dev.begin_delete() {
+        dev.visible.store(true, Ordering::Release);
+        return Err(e);
+    }
+    {
+        let mut devices = DEVICES.lock();
+        if let Some(pos) = devices.iter().position(|d| Arc::ptr_eq(d, &dev)) {
+            drop(devices.remove(pos));
+        }
+    }
+    dev.remove();
+    Ok(0)
+}
+
+/// `loop_control_get_free`: the first unbound device, else a new one.
+fn get_free_device() -> Result<u32> {
+    {
+        let devices = DEVICES.lock();
+        let mut free: Option<u32> = None;
+        for d in devices.iter() {
+            if d.visible.load(Ordering::Acquire) && d.state() == State::Unbound {
+                free = Some(free.map_or(d.number, |f| f.min(d.number)));
+            }
+        }
+        if let Some(n) = free {
+            return Ok(n);
+        }
+    }
+    add_device(-1)
+}
+
+/// `loop_probe`: opening `/dev/loopN` of a device that does not exist creates it.
+unsafe extern "C" fn probe(devt: bindings::dev_t) {
+    let index = (devt & ((1 << bindings::MINORBITS) - 1)) >> part_shift();
+    let limit = MAX_LOOP_LIMIT.load(Ordering::Relaxed);
+    if limit != 0 && index >= limit {
+        return;
+    }
+    let _ = add_device(index as i32);
+}
+
+/// The module: `/dev/loop-control`, block major 7 and every loop device.
+struct LoopModule {
+    control: Option<Pin<KBox<control::ControlDevice>>>,
+}
 
 impl kernel::Module for LoopModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        pr_info!("rust_loop: module loaded\n");
-        Ok(LoopModule)
+        let max_part = module_parameters::max_part.value();
+        let max_loop = module_parameters::max_loop.value();
+        let depth = module_parameters::hw_queue_depth.value();
+        if depth < 1 {
+            return Err(EINVAL);
+        }
+        let mut shift = 0;
+        if max_part > 0 {
+            // `fls(max_part)`.
+            shift = 32 - (max_part as u32).leading_zeros();
+        }
+        if (1u64 << shift) > bindings::DISK_MAX_PARTS as u64 {
+            return Err(EINVAL);
+        }
+        if max_loop > 0 && max_loop as u64 > 1u64 << (bindings::MINORBITS - shift) {
+            return Err(EINVAL);
+        }
+        PART_SHIFT.store(shift, Ordering::Relaxed);
+        QUEUE_DEPTH.store(depth as u32, Ordering::Relaxed);
+        MAX_LOOP_LIMIT.store(if max_loop > 0 { max_loop as u32 } else { 0 }, Ordering::Relaxed);
+        // SAFETY: Called once, before any use.
+        unsafe {
+            DEVICES.init();
+            VALIDATE.init();
+        }
+
+        let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;
+        // SAFETY: Registers major 7 with a probe that lives as long as the module.
+        let rc = unsafe { bindings::__register_blkdev(bindings::LOOP_MAJOR, c"loop".as_ptr().cast(), Some(probe)) };
+        if rc != 0 {
+            return Err(EIO);
+        }
+        let count = if max_loop >= 0 { max_loop as u32 } else { DEFAULT_MIN_COUNT };
+        for i in 0..count {
+            let _ = add_device(i as i32);
+        }
+        pr_info!("module loaded\n");
+        Ok(LoopModule { control: Some(control) })
+    }
+}
+
+impl Drop for LoopModule {
+    fn drop(&mut self) {
+        // SAFETY: Major 7 was registered in `init`.
+        unsafe { bindings::unregister_blkdev(bindings::LOOP_MAJOR, c"loop".as_ptr().cast()) };
+        drop(self.control.take());
+        // Nobody can reach the table any more: the control device and major are gone, and no
+        // device is open or bound (either would hold a module reference).
+        let devices = core::mem::take(&mut *DEVICES.lock());
+        for dev in devices.iter() {
+            dev.remove();
+        }
     }
 }

@@ -9,7 +9,6 @@ use kernel::{bindings, prelude::*};
 // `include/linux/fs.h`: typed `fmode_t` macros that bindgen does not export.
 const FMODE_WRITE: u32 = 1 << 1;
 const FMODE_CAN_ODIRECT: u32 = 1 << 22;
-const FMODE_NOWAIT: u32 = 1 << 27;
 // `include/uapi/linux/falloc.h`.
 /// Keep the file size when allocating or punching.
 pub(crate) const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -201,11 +200,6 @@ impl BackingFile {
         self.raw().f_mode & FMODE_CAN_ODIRECT != 0
     }
 
-    /// Whether the file supports non-blocking I/O attempts (`FMODE_NOWAIT`).
-    pub(crate) fn can_nowait(&self) -> bool {
-        self.raw().f_mode & FMODE_NOWAIT != 0
-    }
-
     fn path(&self) -> *const bindings::path {
         // SAFETY: `f_path` is set for an open file; taking its address reads nothing.
         unsafe { &raw const (*self.file.as_ptr()).__bindgen_anon_1.f_path }
@@ -272,12 +266,11 @@ impl BackingFile {
             return (lim.discard_granularity, lim.max_write_zeroes_sectors);
         }
         if self.has_fallocate() {
-            // SAFETY: All-zero is a valid `kstatfs`.
-            let mut sbuf: bindings::kstatfs = unsafe { core::mem::zeroed() };
-            // SAFETY: `path` is the file's path and `sbuf` a valid output buffer.
-            if unsafe { bindings::vfs_statfs(self.path(), &mut sbuf) } == 0 {
-                return (sbuf.f_bsize as u32, u32::MAX >> 9);
-            }
+            // The filesystem's block size (loop.c asks `vfs_statfs` for `f_bsize`, which is the
+            // superblock's block size on the filesystems that can punch holes).
+            // SAFETY: The host inode and its superblock live as long as the file.
+            let bsize = unsafe { (*(*self.host()).i_sb).s_blocksize };
+            return (bsize as u32, u32::MAX >> 9);
         }
         (0, 0)
     }
@@ -354,7 +347,7 @@ impl BackingFile {
     pub(crate) fn fallocate(&self, mode: i32, pos: u64, len: u64) -> i32 {
         match self.f_op().fallocate {
             // SAFETY: The file is open and implements `fallocate`.
-            Some(f) => unsafe { f(self.as_raw(), mode, pos as i64, len as i64) },
+            Some(f) => unsafe { f(self.as_raw(), mode, pos as i64, len as i64) as i32 },
             None => -(bindings::EOPNOTSUPP as i32),
         }
     }

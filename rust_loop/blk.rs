@@ -19,7 +19,7 @@ use kernel::{
     error::{from_err_ptr, to_result},
     prelude::*,
     sync::Arc,
-    types::{ForeignOwnable, Opaque},
+    types::Opaque,
 };
 
 /// Bytes per sector, the unit of request positions.
@@ -31,8 +31,6 @@ pub(crate) const SECTOR_SIZE: u32 = 1 << SECTOR_SHIFT;
 const REQ_OP_MASK: u32 = (1 << bindings::REQ_OP_BITS) - 1;
 /// `REQ_NOUNMAP`: write-zeroes must not deallocate.
 const REQ_NOUNMAP: u32 = 1 << bindings::req_flag_bits___REQ_NOUNMAP;
-/// `REQ_NOWAIT`: the submitter does not want to block.
-const REQ_NOWAIT: u32 = 1 << bindings::req_flag_bits___REQ_NOWAIT;
 
 /// `blk_mode_t` bits (`include/linux/blkdev.h`).
 pub(crate) const BLK_OPEN_WRITE: u32 = 1 << 1;
@@ -52,12 +50,6 @@ impl BlkStatus {
     pub(crate) const NOTSUPP: Self = Self(1);
     /// `BLK_STS_IOERR`.
     pub(crate) const IOERR: Self = Self(10);
-
-    /// The status that matches a negative errno (`errno_to_blk_status`).
-    pub(crate) fn from_errno(errno: i32) -> Self {
-        // SAFETY: `errno_to_blk_status` is a pure table lookup.
-        Self(unsafe { bindings::errno_to_blk_status(errno) })
-    }
 }
 
 /// The operation of a request.
@@ -124,11 +116,6 @@ impl Request {
         self.cmd_flags() & REQ_NOUNMAP != 0
     }
 
-    /// Whether the submitter asked not to block (`REQ_NOWAIT`).
-    pub(crate) fn is_nowait(&self) -> bool {
-        self.cmd_flags() & REQ_NOWAIT != 0
-    }
-
     /// Byte position of the request on the device.
     pub(crate) fn pos(&self) -> u64 {
         // SAFETY: By the type invariant the request is valid.
@@ -141,27 +128,10 @@ impl Request {
         unsafe { (*self.as_raw()).__data_len }
     }
 
-    /// The request's I/O priority.
-    pub(crate) fn ioprio(&self) -> u16 {
-        // SAFETY: By the type invariant the request is valid.
-        unsafe { (*self.as_raw()).ioprio }
-    }
-
-    /// Whether the request carries more than one bio (it was merged).
-    pub(crate) fn is_multi_bio(&self) -> bool {
-        // SAFETY: By the type invariant the request is valid.
-        unsafe { (*self.as_raw()).bio != (*self.as_raw()).biotail }
-    }
-
     /// The request's bios, in order.
     pub(crate) fn bios(&self) -> Bios<'_> {
         // SAFETY: By the type invariant the request is valid.
         Bios { next: unsafe { (*self.as_raw()).bio }, _rq: PhantomData }
-    }
-
-    /// Number of (multi-page) bio_vecs that cover the request's data.
-    pub(crate) fn nr_bvecs(&self) -> usize {
-        self.bios().map(|b| b.bvecs().count()).sum()
     }
 
     /// The per-command data of the request.
@@ -320,6 +290,30 @@ impl Queue {
             f(&mut lim);
             to_result(bindings::queue_limits_commit_update(q, &mut lim))
         }
+    }
+
+    /// Updates the queue limits and commits them with the queue frozen, then runs `frozen`
+    /// while it still is (the `queue_limits_start_update`, `blk_mq_freeze_queue`,
+    /// `queue_limits_commit_update` sequence of loop.c).
+    pub(crate) fn update_limits_frozen(
+        &self,
+        f: impl FnOnce(&mut bindings::queue_limits),
+        frozen: impl FnOnce(&QueueFreeze<'_>),
+    ) -> Result {
+        let q = self.as_raw();
+        // SAFETY: The queue is valid; this is `queue_limits_start_update`, whose lock
+        // `queue_limits_commit_update` releases below.
+        let mut lim = unsafe {
+            bindings::mutex_lock(&raw mut (*q).limits_lock);
+            (*q).limits
+        };
+        f(&mut lim);
+        let guard = self.freeze();
+        // SAFETY: The limits lock is held (taken above); commit releases it.
+        let rc = unsafe { bindings::queue_limits_commit_update(q, &mut lim) };
+        frozen(&guard);
+        drop(guard);
+        to_result(rc)
     }
 
     /// A copy of the current limits.
@@ -516,11 +510,11 @@ impl<T: DiskOps> Disk<T> {
         // SAFETY: All-zero limits mean "defaults" to `__blk_mq_alloc_disk`.
         let mut lim: bindings::queue_limits = unsafe { core::mem::zeroed() };
         lim.max_hw_sectors = cfg.max_hw_sectors;
-        static KEY: kernel::sync::LockClassKey = kernel::sync::LockClassKey::new();
+        let key = kernel::static_lock_class!();
         // SAFETY: `set` is an allocated tag set; `lim` is a valid limits structure; the lock
         // class key is static.
         let disk = from_err_ptr(unsafe {
-            bindings::__blk_mq_alloc_disk(set, &mut lim, core::ptr::null_mut(), KEY.as_ptr())
+            bindings::__blk_mq_alloc_disk(set, &mut lim, core::ptr::null_mut(), key.as_ptr())
         })?;
         // SAFETY: `disk` was just allocated and is exclusively ours until `add_disk`.
         unsafe {
@@ -528,8 +522,8 @@ impl<T: DiskOps> Disk<T> {
             (*disk).first_minor = cfg.first_minor as i32;
             (*disk).minors = cfg.minors as i32;
             (*disk).fops = &Self::FOPS;
-            (*disk).events = bindings::DISK_EVENT_MEDIA_CHANGE;
-            (*disk).event_flags = bindings::DISK_EVENT_FLAG_UEVENT;
+            (*disk).events = bindings::DISK_EVENT_MEDIA_CHANGE as u16;
+            (*disk).event_flags = bindings::DISK_EVENT_FLAG_UEVENT as u16;
             let dst = &mut (*disk).disk_name;
             let src = name.to_bytes_with_nul();
             let n = src.len().min(dst.len());
@@ -557,7 +551,8 @@ impl<T: DiskOps> Disk<T> {
         {
             return Err(EINVAL);
         }
-        let raw = data.into_foreign();
+        // The disk owns this reference; `free_disk` gives it back.
+        let raw = Arc::into_raw(data).cast_mut().cast::<core::ffi::c_void>();
         // SAFETY: The disk is allocated and not yet visible, so nobody reads these fields yet.
         unsafe {
             (*(*self.as_raw()).queue).queuedata = raw.cast();
@@ -571,7 +566,7 @@ impl<T: DiskOps> Disk<T> {
             // SAFETY: `add_disk` failed, so the block layer never saw `raw`; take it back.
             unsafe {
                 (*self.as_raw()).private_data = core::ptr::null_mut();
-                drop(Arc::<T::Data>::from_foreign(raw));
+                drop(Arc::<T::Data>::from_raw(raw.cast()));
             }
             self.state.store(DISK_ALLOCATED, Ordering::Release);
             return to_result(rc);
@@ -761,7 +756,7 @@ impl<T: DiskOps> Disk<T> {
         _set: *mut bindings::blk_mq_tag_set,
         rq: *mut bindings::request,
         _hctx_idx: core::ffi::c_uint,
-        _numa_node: core::ffi::c_uint,
+        _numa_node: core::ffi::c_int,
     ) -> core::ffi::c_int {
         // SAFETY: `rq` is a new request; its PDU is `cmd_size` bytes of uninitialised memory.
         unsafe { T::init_pdu(bindings::blk_mq_rq_to_pdu(rq).cast()) };
@@ -790,11 +785,11 @@ impl<T: DiskOps> Disk<T> {
         bdev: *mut bindings::block_device,
         mode: bindings::blk_mode_t,
         cmd: core::ffi::c_uint,
-        arg: core::ffi::c_ulong,
+        arg: usize,
     ) -> core::ffi::c_int {
         // SAFETY: The block layer passes a block device of one of our disks.
         let data = unsafe { Self::data_of_disk((*bdev).bd_disk) };
-        match T::ioctl(data, bdev, mode, cmd, arg as usize) {
+        match T::ioctl(data, bdev, mode, cmd, arg) {
             Ok(v) => v,
             Err(e) => e.to_errno(),
         }
@@ -804,20 +799,20 @@ impl<T: DiskOps> Disk<T> {
         bdev: *mut bindings::block_device,
         mode: bindings::blk_mode_t,
         cmd: core::ffi::c_uint,
-        arg: core::ffi::c_ulong,
+        arg: usize,
     ) -> core::ffi::c_int {
         // SAFETY: The block layer passes a block device of one of our disks.
         let data = unsafe { Self::data_of_disk((*bdev).bd_disk) };
-        match T::compat_ioctl(data, bdev, mode, cmd, arg as usize) {
+        match T::compat_ioctl(data, bdev, mode, cmd, arg) {
             Ok(v) => v,
             Err(e) => e.to_errno(),
         }
     }
 
     unsafe extern "C" fn free_disk_callback(disk: *mut bindings::gendisk) {
-        // SAFETY: `private_data` holds the reference taken by `into_foreign` in `new`; this is
-        // the last callback of the disk, so the reference is given back exactly once.
-        drop(unsafe { Arc::<T::Data>::from_foreign((*disk).private_data.cast()) });
+        // SAFETY: `private_data` holds the reference given up by `Arc::into_raw` in `add`; this
+        // is the last callback of the disk, so the reference is taken back exactly once.
+        drop(unsafe { Arc::<T::Data>::from_raw((*disk).private_data.cast()) });
     }
 }
 

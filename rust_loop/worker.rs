@@ -30,7 +30,7 @@ impl KthreadWorker {
             bindings::kthread_create_worker_on_node(
                 0,
                 bindings::NUMA_NO_NODE,
-                c"%s".as_ptr(),
+                c"%s".as_ptr().cast(),
                 name.as_char_ptr(),
             )
         })?;
@@ -47,11 +47,6 @@ impl KthreadWorker {
         unsafe { bindings::kthread_queue_work(self.ptr.as_ptr(), work.0.get()) }
     }
 
-    /// Waits until every work queued so far has run.
-    pub(crate) fn flush(&self) {
-        // SAFETY: The worker is running (type invariant).
-        unsafe { bindings::kthread_flush_worker(self.ptr.as_ptr()) }
-    }
 }
 
 impl Drop for KthreadWorker {
@@ -85,10 +80,5 @@ impl KthreadWork {
             (*node).prev = node;
             (*work).func = Some(func);
         }
-    }
-
-    /// The raw work item.
-    pub(crate) fn as_raw(&self) -> *mut bindings::kthread_work {
-        self.0.get()
     }
 }

@@ -1,0 +1,898 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! [`LoopDevice`]: one `loopN`, its state machine (Unbound → Bound → Rundown → Unbound, or
+//! Deleting) and its reconfiguration: configure, clear, change the backing file, status, capacity,
+//! direct I/O and block size. Behaviour and errno values follow `drivers/block/loop.c`.
+
+use crate::{
+    backing::{BackingFile, DioAlign},
+    blk::{
+        BlkStatus, Disk, DiskConfig, DiskOps, Queue, Request, BLK_FEAT_WRITE_CACHE, BLK_OPEN_EXCL,
+        BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
+    },
+    cmd::LoopCmd,
+    sysfs,
+    uapi::{self, loop_config, loop_info64},
+    worker::KthreadWorker,
+};
+use core::{
+    cell::UnsafeCell,
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering},
+};
+use kernel::{
+    bindings,
+    prelude::*,
+    str::CString,
+    sync::{Arc, Mutex, SpinLock},
+};
+
+/// `LO_NAME_SIZE`.
+pub(crate) const NAME_SIZE: usize = uapi::LO_NAME_SIZE as usize;
+/// `LO_FLAGS_READ_ONLY`.
+pub(crate) const FLAG_READ_ONLY: u32 = uapi::LO_FLAGS_READ_ONLY;
+/// `LO_FLAGS_AUTOCLEAR`.
+pub(crate) const FLAG_AUTOCLEAR: u32 = uapi::LO_FLAGS_AUTOCLEAR;
+/// `LO_FLAGS_PARTSCAN`.
+pub(crate) const FLAG_PARTSCAN: u32 = uapi::LO_FLAGS_PARTSCAN;
+/// `LO_FLAGS_DIRECT_IO`.
+pub(crate) const FLAG_DIRECT_IO: u32 = uapi::LO_FLAGS_DIRECT_IO;
+/// `LOOP_SET_STATUS_SETTABLE_FLAGS` (a macro over enum values, which bindgen cannot evaluate).
+const SET_STATUS_SETTABLE: u32 = FLAG_AUTOCLEAR | FLAG_PARTSCAN;
+/// `LOOP_SET_STATUS_CLEARABLE_FLAGS`.
+const SET_STATUS_CLEARABLE: u32 = FLAG_AUTOCLEAR;
+/// `LOOP_CONFIGURE_SETTABLE_FLAGS`.
+const CONFIGURE_SETTABLE: u32 = FLAG_READ_ONLY | FLAG_AUTOCLEAR | FLAG_PARTSCAN | FLAG_DIRECT_IO;
+
+/// `max_hw_sectors` of a loop queue: the historic block-layer cap, as loop.c.
+const MAX_HW_SECTORS: u32 = 2560;
+
+/// Where a loop device is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub(crate) enum State {
+    /// No backing file.
+    Unbound = 0,
+    /// Backed by a file; I/O flows.
+    Bound = 1,
+    /// Being cleared at its last close.
+    Rundown = 2,
+    /// Being removed through `LOOP_CTL_REMOVE`.
+    Deleting = 3,
+}
+
+impl State {
+    fn from_u8(v: u8) -> Self {
+        match v {
+            1 => State::Bound,
+            2 => State::Rundown,
+            3 => State::Deleting,
+            _ => State::Unbound,
+        }
+    }
+}
+
+/// What the data path needs of a bound device. Replaced only while the queue is frozen.
+pub(crate) struct IoState {
+    /// The backing file.
+    pub(crate) file: BackingFile,
+    /// Byte offset of the device's data in the file.
+    pub(crate) offset: u64,
+    /// Writes fail with an I/O error.
+    pub(crate) read_only: bool,
+}
+
+/// The data path's view of the device.
+///
+/// # Invariants
+///
+/// The value is written only while the device's queue is frozen (no request is in flight), and
+/// read only by requests in flight, so reads and writes never overlap.
+struct IoCell(UnsafeCell<Option<IoState>>);
+
+impl IoCell {
+    fn replace(&self, _frozen: &crate::blk::QueueFreeze<'_>, new: Option<IoState>) -> Option<IoState> {
+        // SAFETY: The queue is frozen (witnessed by the guard), so no request reads the cell.
+        unsafe { core::mem::replace(&mut *self.0.get(), new) }
+    }
+
+    /// # Safety
+    ///
+    /// The caller must be handling a request of the device (so the queue is not frozen).
+    unsafe fn get(&self) -> Option<&IoState> {
+        // SAFETY: No writer while a request is in flight (type invariant).
+        unsafe { (*self.0.get()).as_ref() }
+    }
+}
+
+/// Configuration guarded by the device mutex (`lo_mutex`).
+struct Config {
+    file_name: [u8; NAME_SIZE],
+    old_gfp: u32,
+    dio: DioAlign,
+}
+
+/// One loop device.
+#[pin_data]
+pub(crate) struct LoopDevice {
+    /// N of `loopN`.
+    pub(crate) number: u32,
+    /// The disk and its tag set.
+    pub(crate) disk: Disk<LoopDisk>,
+    /// Runs the commands.
+    worker: KthreadWorker,
+    /// `lo_mutex`: serialises reconfiguration.
+    #[pin]
+    cfg: Mutex<Config>,
+    /// The [`State`], readable without the mutex.
+    state: AtomicU8,
+    /// `lo_offset`, `lo_sizelimit`, `lo_flags`: written under `cfg`, read anywhere.
+    offset: AtomicU64,
+    sizelimit: AtomicU64,
+    flags: AtomicU32,
+    /// The backing file for readers outside the data path (sysfs, validation, status).
+    #[pin]
+    backing: SpinLock<Option<BackingFile>>,
+    /// The data path's view.
+    io: IoCell,
+    /// Discard/write-zeroes still advertised (cleared when the file cannot fallocate).
+    discard_on: AtomicBool,
+    /// Visible to `LOOP_CTL_GET_FREE`/`REMOVE` (`idr_visible`).
+    pub(crate) visible: AtomicBool,
+    /// Whether the `loop/` sysfs group exists.
+    sysfs_on: AtomicBool,
+}
+
+// SAFETY: `IoCell` is only accessed under its invariant; every other field is thread-safe.
+unsafe impl Sync for LoopDevice {}
+// SAFETY: As above.
+unsafe impl Send for LoopDevice {}
+
+/// The `holder` cookie for `bd_prepare_to_claim` while reconfiguring.
+static CLAIM_HOLDER: u8 = 0;
+
+fn claim_holder() -> *mut core::ffi::c_void {
+    (&raw const CLAIM_HOLDER).cast_mut().cast()
+}
+
+/// An exclusive claim on the loop device's own block device for the time of a reconfiguration,
+/// taken unless the opener already holds it exclusively.
+struct Claim {
+    bdev: *mut bindings::block_device,
+}
+
+impl Claim {
+    fn new(bdev: *mut bindings::block_device, mode: u32) -> Result<Option<Self>> {
+        if mode & BLK_OPEN_EXCL != 0 {
+            return Ok(None);
+        }
+        // SAFETY: `bdev` is the open block device of the ioctl; the holder is a static cookie.
+        kernel::error::to_result(unsafe {
+            bindings::bd_prepare_to_claim(bdev, claim_holder(), core::ptr::null())
+        })?;
+        Ok(Some(Self { bdev }))
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // SAFETY: The claim was prepared in `new` with the same holder.
+        unsafe { bindings::bd_abort_claiming(self.bdev, claim_holder()) }
+    }
+}
+
+/// A reference on this module, dropped unless kept (a bound device pins the module).
+struct ModuleRef(bool);
+
+impl ModuleRef {
+    fn get() -> Self {
+        // SAFETY: The caller runs inside one of this module's callbacks, so the module is live.
+        unsafe { bindings::__module_get(crate::this_module()) };
+        Self(true)
+    }
+
+    fn keep(mut self) {
+        self.0 = false;
+    }
+
+    fn put() {
+        // SAFETY: Drops a reference taken by `get` and kept.
+        unsafe { bindings::module_put(crate::this_module()) }
+    }
+}
+
+impl Drop for ModuleRef {
+    fn drop(&mut self) {
+        if self.0 {
+            Self::put();
+        }
+    }
+}
+
+impl LoopDevice {
+    /// Creates `loop<number>` (not yet visible; see [`LoopDevice::add_disk`]).
+    pub(crate) fn new(number: u32, part_shift: u32, queue_depth: u32) -> Result<Arc<Self>> {
+        let name = CString::try_from_fmt(fmt!("loop{}", number))?;
+        let disk = Disk::new(
+            &DiskConfig {
+                major: bindings::LOOP_MAJOR,
+                first_minor: number << part_shift,
+                minors: 1 << part_shift,
+                queue_depth,
+                nr_hw_queues: 1,
+                flags: bindings::BLK_MQ_F_STACKING | bindings::BLK_MQ_F_NO_SCHED_BY_DEFAULT,
+                max_hw_sectors: MAX_HW_SECTORS,
+                suppress_part_scan: part_shift == 0,
+            },
+            &name,
+        )?;
+        let worker = KthreadWorker::new(&name)?;
+        let dev = Arc::pin_init(
+            pin_init!(Self {
+                number,
+                disk,
+                worker,
+                cfg <- kernel::new_mutex!(Config {
+                    file_name: [0; NAME_SIZE],
+                    old_gfp: 0,
+                    dio: DioAlign { min_size: SECTOR_SIZE, mem_mask: SECTOR_SIZE - 1 },
+                }),
+                state: AtomicU8::new(State::Unbound as u8),
+                offset: AtomicU64::new(0),
+                sizelimit: AtomicU64::new(0),
+                flags: AtomicU32::new(0),
+                backing <- kernel::new_spinlock!(None),
+                io: IoCell(UnsafeCell::new(None)),
+                discard_on: AtomicBool::new(true),
+                visible: AtomicBool::new(false),
+                sysfs_on: AtomicBool::new(false),
+            }),
+            GFP_KERNEL,
+        )?;
+        // Buffered mode: no request merging (nomerges=2), as loop.c.
+        dev.queue().set_flag(bindings::QUEUE_FLAG_NOMERGES, true);
+        Ok(dev)
+    }
+
+    /// Makes the device visible as `/dev/loopN`.
+    pub(crate) fn add_disk(self: &Arc<Self>) -> Result {
+        self.disk.add(self.clone())
+    }
+
+    fn queue(&self) -> &Queue {
+        self.disk.queue()
+    }
+
+    /// The current state.
+    pub(crate) fn state(&self) -> State {
+        State::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    fn set_state(&self, s: State) {
+        self.state.store(s as u8, Ordering::Release);
+    }
+
+    /// `lo_flags`.
+    pub(crate) fn flags(&self) -> u32 {
+        self.flags.load(Ordering::Relaxed)
+    }
+
+    fn set_flags(&self, f: u32) {
+        self.flags.store(f, Ordering::Relaxed);
+    }
+
+    /// `lo_offset`.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset.load(Ordering::Relaxed)
+    }
+
+    /// `lo_sizelimit`.
+    pub(crate) fn sizelimit(&self) -> u64 {
+        self.sizelimit.load(Ordering::Relaxed)
+    }
+
+    /// A new reference on the backing file, if bound.
+    pub(crate) fn backing_file(&self) -> Option<BackingFile> {
+        self.backing.lock().clone()
+    }
+
+    /// The data path's state.
+    pub(crate) fn io_backing(&self) -> Option<&IoState> {
+        // SAFETY: Only called by commands in flight (the worker and queue_rq).
+        unsafe { self.io.get() }
+    }
+
+    /// Whether discard and write-zeroes are still advertised.
+    pub(crate) fn discard_enabled(&self) -> bool {
+        self.discard_on.load(Ordering::Relaxed)
+    }
+
+    /// The backing file cannot `fallocate` in `mode`: stop advertising what needs it
+    /// (`loop_clear_limits`). Called from the worker, once per kind.
+    pub(crate) fn disable_fallocate(&self, mode: i32) {
+        if mode & crate::backing::FALLOC_FL_PUNCH_HOLE != 0 {
+            self.discard_on.store(false, Ordering::Relaxed);
+        }
+        // As loop.c, this updates the limits without freezing: the caller is a command in
+        // flight, which a freeze would wait for.
+        let _ = self.queue().update_limits(|lim| {
+            if mode & crate::backing::FALLOC_FL_ZERO_RANGE != 0 {
+                lim.max_write_zeroes_sectors = 0;
+            }
+            if mode & crate::backing::FALLOC_FL_PUNCH_HOLE != 0 {
+                lim.max_hw_discard_sectors = 0;
+                lim.discard_granularity = 0;
+            }
+        });
+    }
+
+    /// Size of the device in sectors for `file` with the current offset and limit
+    /// (`lo_calculate_size`).
+    fn calculate_size(&self, file: &BackingFile) -> u64 {
+        let mut size = file.size().saturating_sub(self.offset());
+        let limit = self.sizelimit();
+        if limit > 0 && limit < size {
+            size = limit;
+        }
+        size >> SECTOR_SHIFT
+    }
+
+    /// Whether direct I/O is possible with the current block size and offset (`lo_can_use_dio`).
+    fn can_use_dio(&self, file: &BackingFile, dio: DioAlign) -> bool {
+        if !file.can_direct_io() {
+            return false;
+        }
+        if self.queue().limits().logical_block_size < dio.min_size {
+            return false;
+        }
+        dio.min_size != 0 && self.offset() & (dio.min_size as u64 - 1) == 0
+    }
+
+    /// Drops `LO_FLAGS_DIRECT_IO` when direct I/O is not possible (`loop_update_dio`).
+    fn update_dio(&self, file: &BackingFile, dio: DioAlign) {
+        if self.flags() & FLAG_DIRECT_IO != 0 && !self.can_use_dio(file, dio) {
+            self.set_flags(self.flags() & !FLAG_DIRECT_IO);
+        }
+    }
+
+    /// Publishes the current configuration to the data path; the queue must be frozen.
+    fn publish_io(&self, frozen: &crate::blk::QueueFreeze<'_>, file: Option<BackingFile>) {
+        let flags = self.flags();
+        let old = self.io.replace(
+            frozen,
+            file.map(|file| IoState {
+                file,
+                offset: self.offset(),
+                read_only: flags & FLAG_READ_ONLY != 0,
+            }),
+        );
+        drop(old);
+    }
+
+    /// Fills `lim` for `file` with block size `bsize` (0: the default) (`loop_update_limits`).
+    fn fill_limits(&self, lim: &mut bindings::queue_limits, file: &BackingFile, dio: DioAlign, bsize: u32) {
+        let flags = self.flags();
+        let bsize = match bsize {
+            0 if flags & FLAG_DIRECT_IO != 0 => dio.min_size,
+            0 => SECTOR_SIZE,
+            b => b,
+        };
+        let (granularity, max_discard) = file.discard_config();
+        lim.logical_block_size = bsize;
+        lim.physical_block_size = bsize;
+        lim.io_min = bsize;
+        lim.dma_alignment = Self::dma_alignment(flags, dio);
+        lim.features &= !(BLK_FEAT_WRITE_CACHE | bindings::BLK_FEAT_ROTATIONAL);
+        if file.has_fsync() && flags & FLAG_READ_ONLY == 0 {
+            lim.features |= BLK_FEAT_WRITE_CACHE;
+        }
+        if file.is_rotational() {
+            lim.features |= bindings::BLK_FEAT_ROTATIONAL;
+        }
+        lim.max_hw_discard_sectors = max_discard;
+        lim.max_write_zeroes_sectors = max_discard;
+        lim.discard_granularity = if max_discard != 0 { granularity } else { 0 };
+    }
+
+    fn dma_alignment(flags: u32, dio: DioAlign) -> u32 {
+        if flags & FLAG_DIRECT_IO != 0 {
+            dio.mem_mask.max(SECTOR_SIZE - 1)
+        } else {
+            SECTOR_SIZE - 1
+        }
+    }
+
+    /// Checks `info` and applies offset, size limit and file name (`loop_set_status_from_info`).
+    fn apply_info(&self, cfg: &mut Config, info: &loop_info64) -> Result {
+        if info.lo_encrypt_key_size > uapi::LO_KEY_SIZE {
+            return Err(EINVAL);
+        }
+        match info.lo_encrypt_type {
+            uapi::LO_CRYPT_NONE => {}
+            uapi::LO_CRYPT_XOR => {
+                pr_warn!("support for the xor transformation has been removed.\n");
+                return Err(EINVAL);
+            }
+            uapi::LO_CRYPT_CRYPTOAPI => {
+                pr_warn!("support for cryptoloop has been removed.  Use dm-crypt instead.\n");
+                return Err(EINVAL);
+            }
+            _ => return Err(EINVAL),
+        }
+        if info.lo_offset > i64::MAX as u64 || info.lo_sizelimit > i64::MAX as u64 {
+            return Err(EOVERFLOW);
+        }
+        self.offset.store(info.lo_offset, Ordering::Relaxed);
+        self.sizelimit.store(info.lo_sizelimit, Ordering::Relaxed);
+        cfg.file_name = info.lo_file_name;
+        cfg.file_name[NAME_SIZE - 1] = 0;
+        Ok(())
+    }
+
+    /// Follows a chain of loop devices backing `file`: the chain must not reach `own_dev`
+    /// (`loop_validate_file`). The caller holds the global validation lock if `file` is a loop
+    /// device.
+    fn validate_file(file: &BackingFile, own_dev: u32) -> Result {
+        let mut cur = file.clone();
+        while let Some(other) = crate::loop_device_of(&cur) {
+            if cur.rdev() == own_dev {
+                return Err(EBADF);
+            }
+            if other.state() != State::Bound {
+                return Err(EINVAL);
+            }
+            cur = other.backing_file().ok_or(EINVAL)?;
+        }
+        if !cur.is_reg() && !cur.is_blk() {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// `LOOP_CONFIGURE` and `LOOP_SET_FD` (`loop_configure`).
+    pub(crate) fn configure(
+        &self,
+        mode: u32,
+        bdev: *mut bindings::block_device,
+        config: &loop_config,
+    ) -> Result {
+        let file = BackingFile::from_fd(config.fd)?;
+        file.check_ops()?;
+        let is_loop = crate::loop_device_of(&file).is_some();
+        let module_ref = ModuleRef::get();
+        let claim = Claim::new(bdev, mode)?;
+        let validate = if is_loop { Some(crate::VALIDATE.lock()) } else { None };
+        let mut cfg = self.cfg.lock();
+
+        if self.state() != State::Unbound {
+            return Err(EBUSY);
+        }
+        Self::validate_file(&file, self.disk.devt())?;
+        let info = &config.info;
+        if info.lo_flags & !CONFIGURE_SETTABLE != 0 {
+            return Err(EINVAL);
+        }
+        if config.block_size != 0 && !valid_block_size(config.block_size as usize) {
+            return Err(EINVAL);
+        }
+        self.apply_info(&mut cfg, info)?;
+        let mut flags = info.lo_flags;
+        if !file.is_writable() || mode & BLK_OPEN_WRITE == 0 {
+            flags |= FLAG_READ_ONLY;
+        }
+        if file.is_o_direct() {
+            flags |= FLAG_DIRECT_IO;
+        }
+        self.set_flags(flags);
+
+        self.disk.suppress_uevents(true);
+        self.disk.force_media_change();
+        self.disk.set_read_only(flags & FLAG_READ_ONLY != 0);
+
+        cfg.old_gfp = file.restrict_gfp();
+        cfg.dio = file.dio_align();
+        self.discard_on.store(true, Ordering::Relaxed);
+        let dio = cfg.dio;
+        if let Err(e) = self.queue().update_limits(|lim| self.fill_limits(lim, &file, dio, config.block_size)) {
+            file.restore_gfp(cfg.old_gfp);
+            self.set_flags(0);
+            self.disk.suppress_uevents(false);
+            return Err(e);
+        }
+        // Direct I/O may follow: write back what the page cache holds now.
+        file.fsync();
+        self.update_dio(&file, dio);
+        self.set_merging();
+        *self.backing.lock() = Some(file.clone());
+        self.sysfs_add();
+        self.disk.set_capacity(self.calculate_size(&file));
+        {
+            let frozen = self.queue().freeze();
+            self.publish_io(&frozen, Some(file));
+        }
+        self.set_state(State::Bound);
+        if crate::part_shift() != 0 {
+            self.set_flags(self.flags() | FLAG_PARTSCAN);
+        }
+        let partscan = self.flags() & FLAG_PARTSCAN != 0;
+        if partscan {
+            self.disk.set_part_scan(true);
+        }
+        self.disk.suppress_uevents(false);
+        self.disk.uevent_change();
+        drop(cfg);
+        drop(validate);
+        if partscan {
+            self.reread_partitions();
+        }
+        drop(claim);
+        // A bound device keeps the module loaded until it is cleared.
+        module_ref.keep();
+        Ok(())
+    }
+
+    /// Merging on in direct-I/O mode, off (nomerges=2) in buffered mode.
+    fn set_merging(&self) {
+        self.queue().set_flag(bindings::QUEUE_FLAG_NOMERGES, self.flags() & FLAG_DIRECT_IO == 0);
+    }
+
+    fn reread_partitions(&self) {
+        if let Err(e) = self.disk.rescan_partitions(false) {
+            pr_warn!(
+                "loop_reread_partitions: partition scan of loop{} failed (rc={})\n",
+                self.number,
+                e.to_errno()
+            );
+        }
+    }
+
+    fn sysfs_add(&self) {
+        if !self.sysfs_on.load(Ordering::Relaxed) {
+            self.sysfs_on.store(sysfs::add(self.disk.kobj()).is_ok(), Ordering::Relaxed);
+        }
+    }
+
+    fn sysfs_remove(&self) {
+        if self.sysfs_on.swap(false, Ordering::Relaxed) {
+            sysfs::remove(self.disk.kobj());
+        }
+    }
+
+    /// `LOOP_CLR_FD`: mark for clearing at the last close (`loop_clr_fd`).
+    pub(crate) fn clear_fd(&self) -> Result {
+        let _validate = crate::VALIDATE.lock();
+        let _cfg = self.cfg.lock();
+        if self.state() != State::Bound {
+            return Err(ENXIO);
+        }
+        self.set_flags(self.flags() | FLAG_AUTOCLEAR);
+        if self.disk.openers() == 1 {
+            self.set_state(State::Rundown);
+        }
+        Ok(())
+    }
+
+    /// Unbinds the backing file at the last close (`__loop_clr_fd`). The caller holds the
+    /// disk's `open_mutex` and there are no openers, so no I/O is in flight.
+    fn unbind(&self) {
+        let file = self.backing.lock().take();
+        {
+            let frozen = self.queue().freeze();
+            self.publish_io(&frozen, None);
+        }
+        let old_gfp = {
+            let mut cfg = self.cfg.lock();
+            self.offset.store(0, Ordering::Relaxed);
+            self.sizelimit.store(0, Ordering::Relaxed);
+            cfg.file_name = [0; NAME_SIZE];
+            cfg.old_gfp
+        };
+        let _ = self.queue().update_limits(|lim| {
+            lim.logical_block_size = SECTOR_SIZE;
+            lim.physical_block_size = SECTOR_SIZE;
+            lim.io_min = SECTOR_SIZE;
+        });
+        self.disk.invalidate();
+        self.sysfs_remove();
+        self.disk.uevent_change();
+        if let Some(f) = &file {
+            f.restore_gfp(old_gfp);
+        }
+        ModuleRef::put();
+        self.disk.force_media_change();
+        // Drop every partition, also those added by BLKPG; `open_mutex` is held by release.
+        if let Err(e) = self.disk.rescan_partitions(true) {
+            pr_warn!("__loop_clr_fd: partition scan of loop{} failed (rc={})\n", self.number, e.to_errno());
+        }
+        self.set_flags(0);
+        if crate::part_shift() == 0 {
+            self.disk.set_part_scan(false);
+        }
+        {
+            let _cfg = self.cfg.lock();
+            self.set_state(State::Unbound);
+        }
+        self.set_merging();
+        // The file reference goes last, outside every lock (fput may take open_mutex).
+        drop(file);
+    }
+
+    /// `LOOP_CHANGE_FD`: swap the backing file of a read-only device for one of the same size.
+    pub(crate) fn change_fd(&self, fd: u32) -> Result {
+        let file = BackingFile::from_fd(fd)?;
+        file.check_ops()?;
+        self.disk.suppress_uevents(true);
+        let result = self.change_fd_locked(file);
+        self.disk.suppress_uevents(false);
+        let partscan = matches!(result, Ok(true));
+        if partscan {
+            self.reread_partitions();
+        }
+        self.disk.uevent_change();
+        result.map(|_| ())
+    }
+
+    fn change_fd_locked(&self, file: BackingFile) -> Result<bool> {
+        let is_loop = crate::loop_device_of(&file).is_some();
+        let validate = if is_loop { Some(crate::VALIDATE.lock()) } else { None };
+        let mut cfg = self.cfg.lock();
+        if self.state() != State::Bound {
+            return Err(ENXIO);
+        }
+        if self.flags() & FLAG_READ_ONLY == 0 {
+            return Err(EINVAL);
+        }
+        Self::validate_file(&file, self.disk.devt())?;
+        let old = self.backing_file().ok_or(ENXIO)?;
+        if self.calculate_size(&file) != self.calculate_size(&old) {
+            return Err(EINVAL);
+        }
+        file.fsync();
+        self.disk.force_media_change();
+        {
+            let frozen = self.queue().freeze();
+            old.restore_gfp(cfg.old_gfp);
+            cfg.old_gfp = file.restrict_gfp();
+            if file.is_o_direct() {
+                self.set_flags(self.flags() | FLAG_DIRECT_IO);
+            }
+            cfg.dio = file.dio_align();
+            self.update_dio(&file, cfg.dio);
+            *self.backing.lock() = Some(file.clone());
+            self.publish_io(&frozen, Some(file));
+        }
+        self.set_merging();
+        let partscan = self.flags() & FLAG_PARTSCAN != 0;
+        drop(cfg);
+        drop(validate);
+        // Let a concurrent validation that may still look at the old file finish first.
+        if !is_loop {
+            drop(crate::VALIDATE.lock());
+        }
+        drop(old);
+        Ok(partscan)
+    }
+
+    /// `LOOP_SET_STATUS[64]` (`loop_set_status`).
+    pub(crate) fn set_status(&self, info: &loop_info64) -> Result {
+        let mut cfg = self.cfg.lock();
+        if self.state() != State::Bound {
+            return Err(ENXIO);
+        }
+        let file = self.backing_file().ok_or(ENXIO)?;
+        let size_changed = self.offset() != info.lo_offset || self.sizelimit() != info.lo_sizelimit;
+        if size_changed {
+            self.disk.sync_and_invalidate_bdev();
+        }
+        let mut partscan = false;
+        let result = {
+            let frozen = self.queue().freeze();
+            let r = self.apply_info(&mut cfg, info);
+            if r.is_ok() {
+                let flags = self.flags();
+                partscan = flags & FLAG_PARTSCAN == 0 && info.lo_flags & FLAG_PARTSCAN != 0;
+                self.set_flags((flags & !SET_STATUS_CLEARABLE) | (info.lo_flags & SET_STATUS_SETTABLE));
+                self.update_dio(&file, cfg.dio);
+                self.publish_io(&frozen, Some(file.clone()));
+            }
+            r
+        };
+        self.set_merging();
+        if partscan {
+            self.disk.set_part_scan(true);
+        }
+        if result.is_ok() && size_changed {
+            self.disk.set_capacity(self.calculate_size(&file));
+        }
+        drop(cfg);
+        if partscan {
+            self.reread_partitions();
+        }
+        result
+    }
+
+    /// `LOOP_GET_STATUS[64]` (`loop_get_status`).
+    pub(crate) fn get_status(&self) -> Result<loop_info64> {
+        let (mut info, file) = {
+            let cfg = self.cfg.lock();
+            if self.state() != State::Bound {
+                return Err(ENXIO);
+            }
+            // SAFETY: All-zero is a valid `loop_info64`.
+            let mut info: loop_info64 = unsafe { core::mem::zeroed() };
+            info.lo_number = self.number;
+            info.lo_offset = self.offset();
+            info.lo_sizelimit = self.sizelimit();
+            info.lo_flags = self.flags();
+            info.lo_file_name = cfg.file_name;
+            (info, self.backing_file().ok_or(ENXIO)?)
+        };
+        // Outside the mutex: this calls into the filesystem.
+        let id = file.identity()?;
+        info.lo_device = huge_encode_dev(id.dev);
+        info.lo_inode = id.ino;
+        info.lo_rdevice = huge_encode_dev(id.rdev);
+        Ok(info)
+    }
+
+    /// `LOOP_SET_CAPACITY` (`loop_set_capacity`).
+    pub(crate) fn set_capacity(&self) -> Result {
+        let _cfg = self.cfg.lock();
+        if self.state() != State::Bound {
+            return Err(ENXIO);
+        }
+        let file = self.backing_file().ok_or(ENXIO)?;
+        self.disk.set_capacity(self.calculate_size(&file));
+        Ok(())
+    }
+
+    /// `LOOP_SET_DIRECT_IO` (`loop_set_dio`).
+    pub(crate) fn set_direct_io(&self, on: bool) -> Result {
+        let cfg = self.cfg.lock();
+        if self.state() != State::Bound {
+            return Err(ENXIO);
+        }
+        if on == (self.flags() & FLAG_DIRECT_IO != 0) {
+            return Ok(());
+        }
+        let file = self.backing_file().ok_or(ENXIO)?;
+        if on {
+            if !self.can_use_dio(&file, cfg.dio) {
+                return Err(EINVAL);
+            }
+            // Flush dirty pages before direct I/O starts.
+            file.fsync();
+        }
+        let dio = cfg.dio;
+        self.queue().update_limits_frozen(
+            |lim| {
+                let flags = if on { self.flags() | FLAG_DIRECT_IO } else { self.flags() & !FLAG_DIRECT_IO };
+                lim.dma_alignment = Self::dma_alignment(flags, dio);
+            },
+            |frozen| {
+                let f = self.flags();
+                self.set_flags(if on { f | FLAG_DIRECT_IO } else { f & !FLAG_DIRECT_IO });
+                self.publish_io(frozen, Some(file.clone()));
+            },
+        )?;
+        self.set_merging();
+        Ok(())
+    }
+
+    /// `LOOP_SET_BLOCK_SIZE` (`loop_set_block_size`).
+    pub(crate) fn set_block_size(&self, mode: u32, bdev: *mut bindings::block_device, arg: usize) -> Result {
+        let _claim = Claim::new(bdev, mode)?;
+        let cfg = self.cfg.lock();
+        if self.state() != State::Bound {
+            return Err(ENXIO);
+        }
+        if self.queue().limits().logical_block_size as usize == arg {
+            return Ok(());
+        }
+        if !valid_block_size(arg) {
+            return Err(EINVAL);
+        }
+        let file = self.backing_file().ok_or(ENXIO)?;
+        self.disk.sync_and_invalidate_bdev();
+        let dio = cfg.dio;
+        self.queue().update_limits_frozen(
+            |lim| self.fill_limits(lim, &file, dio, arg as u32),
+            |frozen| {
+                self.update_dio(&file, dio);
+                self.publish_io(frozen, Some(file.clone()));
+            },
+        )?;
+        self.set_merging();
+        Ok(())
+    }
+
+    /// Whether `LOOP_CTL_REMOVE` may delete the device; marks it `Deleting` if so.
+    pub(crate) fn begin_delete(&self) -> Result {
+        let _cfg = self.cfg.lock();
+        if self.state() != State::Unbound || self.disk.openers() > 0 {
+            return Err(EBUSY);
+        }
+        self.set_state(State::Deleting);
+        Ok(())
+    }
+
+    /// Deletes the disk; the device is freed when its last reference goes.
+    pub(crate) fn remove(&self) {
+        self.disk.remove();
+    }
+}
+
+/// `huge_encode_dev`: a kernel `dev_t` in the 64-bit user-space encoding.
+fn huge_encode_dev(dev: u32) -> u64 {
+    let major = (dev >> bindings::MINORBITS) as u64;
+    let minor = (dev & ((1 << bindings::MINORBITS) - 1)) as u64;
+    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
+}
+
+/// A loop device block size: a power of two from 512 to `PAGE_SIZE`.
+fn valid_block_size(bsize: usize) -> bool {
+    (SECTOR_SIZE as usize..=kernel::page::PAGE_SIZE).contains(&bsize) && bsize.is_power_of_two()
+}
+
+/// The [`DiskOps`] of a loop device.
+pub(crate) struct LoopDisk;
+
+impl DiskOps for LoopDisk {
+    type Data = LoopDevice;
+    type Pdu = LoopCmd;
+
+    unsafe fn init_pdu(pdu: *mut LoopCmd) {
+        // SAFETY: Forwarded from the caller.
+        unsafe { LoopCmd::init(pdu) }
+    }
+
+    fn queue_rq(dev: &LoopDevice, rq: &Request) -> BlkStatus {
+        rq.start();
+        if dev.state() != State::Bound {
+            return BlkStatus::IOERR;
+        }
+        dev.worker.queue(LoopCmd::of(rq).work());
+        BlkStatus::OK
+    }
+
+    fn complete(_dev: &LoopDevice, rq: &Request) {
+        LoopCmd::end(rq)
+    }
+
+    fn open(dev: &LoopDevice, _mode: u32) -> Result {
+        let _cfg = dev.cfg.lock();
+        match dev.state() {
+            State::Deleting | State::Rundown => Err(ENXIO),
+            _ => Ok(()),
+        }
+    }
+
+    fn release(dev: &LoopDevice) {
+        if dev.disk.openers() > 0 {
+            return;
+        }
+        let need_clear = {
+            let _cfg = dev.cfg.lock();
+            if dev.state() == State::Bound && dev.flags() & FLAG_AUTOCLEAR != 0 {
+                dev.set_state(State::Rundown);
+            }
+            dev.state() == State::Rundown
+        };
+        if need_clear {
+            dev.unbind();
+        }
+    }
+
+    fn ioctl(dev: &LoopDevice, bdev: *mut bindings::block_device, mode: u32, cmd: u32, arg: usize) -> Result<i32> {
+        crate::ioctl::dispatch(dev, bdev, mode, cmd, arg).map(|()| 0)
+    }
+
+    fn compat_ioctl(
+        dev: &LoopDevice,
+        bdev: *mut bindings::block_device,
+        mode: u32,
+        cmd: u32,
+        arg: usize,
+    ) -> Result<i32> {
+        crate::ioctl::dispatch_compat(dev, bdev, mode, cmd, arg).map(|()| 0)
+    }
+}

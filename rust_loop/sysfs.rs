@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `/sys/block/loopN/loop/{backing_file,offset,sizelimit,autoclear,partscan,dio}`, present while
+//! the device is bound (as loop.c's `loop_attribute_group`).
+
+use crate::device::{LoopDevice, FLAG_AUTOCLEAR, FLAG_DIRECT_IO, FLAG_PARTSCAN};
+use core::{cell::UnsafeCell, fmt::Write};
+use kernel::{bindings, prelude::*};
+
+/// A C object that is only handed to the kernel, which synchronises its own use of it.
+#[repr(transparent)]
+struct KernelOwned<T>(UnsafeCell<T>);
+
+// SAFETY: The wrapped attribute tables are written once at compile time and then only read by
+// sysfs.
+unsafe impl<T> Sync for KernelOwned<T> {}
+
+impl<T> KernelOwned<T> {
+    const fn get(&self) -> *mut T {
+        self.0.get()
+    }
+}
+
+type ShowFn = unsafe extern "C" fn(*mut bindings::device, *mut bindings::device_attribute, *mut u8) -> isize;
+
+const fn ro_attr(name: &'static CStr, show: ShowFn) -> KernelOwned<bindings::device_attribute> {
+    // SAFETY: All-zero is a valid `device_attribute`.
+    let mut a: bindings::device_attribute = unsafe { core::mem::zeroed() };
+    a.attr.name = name.as_ptr().cast();
+    a.attr.mode = 0o444;
+    // SAFETY: `ShowFn` has the C signature of `show` (`char *` is `*mut u8` here).
+    a.__bindgen_anon_1.show = Some(unsafe { core::mem::transmute::<ShowFn, _>(show) });
+    KernelOwned(UnsafeCell::new(a))
+}
+
+static BACKING_FILE: KernelOwned<bindings::device_attribute> = ro_attr(c"backing_file", show_backing_file);
+static OFFSET: KernelOwned<bindings::device_attribute> = ro_attr(c"offset", show_offset);
+static SIZELIMIT: KernelOwned<bindings::device_attribute> = ro_attr(c"sizelimit", show_sizelimit);
+static AUTOCLEAR: KernelOwned<bindings::device_attribute> = ro_attr(c"autoclear", show_autoclear);
+static PARTSCAN: KernelOwned<bindings::device_attribute> = ro_attr(c"partscan", show_partscan);
+static DIO: KernelOwned<bindings::device_attribute> = ro_attr(c"dio", show_dio);
+
+static ATTRS: KernelOwned<[*mut bindings::attribute; 7]> = KernelOwned(UnsafeCell::new([
+    BACKING_FILE.get().cast(),
+    OFFSET.get().cast(),
+    SIZELIMIT.get().cast(),
+    AUTOCLEAR.get().cast(),
+    PARTSCAN.get().cast(),
+    DIO.get().cast(),
+    core::ptr::null_mut(),
+]));
+
+static GROUP: KernelOwned<bindings::attribute_group> = KernelOwned(UnsafeCell::new({
+    // SAFETY: All-zero is a valid `attribute_group`.
+    let mut g: bindings::attribute_group = unsafe { core::mem::zeroed() };
+    g.name = c"loop".as_ptr().cast();
+    g.__bindgen_anon_2.attrs = ATTRS.get().cast();
+    g
+}));
+
+/// Creates the `loop/` group under the disk's kobject.
+pub(crate) fn add(kobj: *mut bindings::kobject) -> Result {
+    // SAFETY: `kobj` is the disk's live kobject; the group is static.
+    kernel::error::to_result(unsafe { bindings::sysfs_create_group(kobj, GROUP.get()) })
+}
+
+/// Removes the `loop/` group (waits for running `show` calls).
+pub(crate) fn remove(kobj: *mut bindings::kobject) {
+    // SAFETY: The group was created on `kobj` by `add`.
+    unsafe { bindings::sysfs_remove_group(kobj, GROUP.get()) }
+}
+
+/// The loop device of a disk's `struct device` (`dev_to_disk(dev)->private_data`).
+///
+/// # Safety
+///
+/// `dev` must be the device of a live loop disk.
+unsafe fn device_of<'a>(dev: *mut bindings::device) -> &'a LoopDevice {
+    let off = core::mem::offset_of!(bindings::block_device, bd_device);
+    // SAFETY: A disk's device is embedded in its whole-disk `block_device`, whose `bd_disk`
+    // holds the loop device in `private_data` while the disk lives.
+    unsafe {
+        let bdev = dev.cast::<u8>().sub(off).cast::<bindings::block_device>();
+        &*(*(*bdev).bd_disk).private_data.cast::<LoopDevice>()
+    }
+}
+
+/// Formats into a sysfs page.
+struct Page<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl Write for Page<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let b = s.as_bytes();
+        let end = self.len + b.len();
+        // Keep room for the terminating NUL.
+        if end >= self.buf.len() {
+            return Err(core::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(b);
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// Runs `f` on the loop device and the page of a `show` call.
+///
+/// # Safety
+///
+/// `dev` and `buf` must be what sysfs passes to a `show` callback of our group.
+unsafe fn show(
+    dev: *mut bindings::device,
+    buf: *mut u8,
+    f: impl FnOnce(&LoopDevice, &mut [u8]) -> core::result::Result<usize, Error>,
+) -> isize {
+    // SAFETY: sysfs passes a live loop disk's device and a `PAGE_SIZE` buffer.
+    let (lo, page) = unsafe {
+        (device_of(dev), core::slice::from_raw_parts_mut(buf, kernel::page::PAGE_SIZE))
+    };
+    match f(lo, page) {
+        Ok(n) => n as isize,
+        Err(e) => e.to_errno() as isize,
+    }
+}
+
+fn emit(page: &mut [u8], args: core::fmt::Arguments<'_>) -> core::result::Result<usize, Error> {
+    let mut p = Page { buf: page, len: 0 };
+    p.write_fmt(args).map_err(|_| EINVAL)?;
+    let n = p.len;
+    page[n] = 0;
+    Ok(n)
+}
+
+unsafe extern "C" fn show_backing_file(
+    dev: *mut bindings::device,
+    _attr: *mut bindings::device_attribute,
+    buf: *mut u8,
+) -> isize {
+    // SAFETY: Called by sysfs for our attribute.
+    unsafe {
+        show(dev, buf, |lo, page| match lo.backing_file() {
+            Some(f) => f.path_to_sysfs(page),
+            None => Ok(0),
+        })
+    }
+}
+
+macro_rules! show_value {
+    ($name:ident, |$lo:ident| $value:expr) => {
+        unsafe extern "C" fn $name(
+            dev: *mut bindings::device,
+            _attr: *mut bindings::device_attribute,
+            buf: *mut u8,
+        ) -> isize {
+            // SAFETY: Called by sysfs for our attribute.
+            unsafe { show(dev, buf, |$lo, page| emit(page, format_args!("{}\n", $value))) }
+        }
+    };
+}
+
+show_value!(show_offset, |lo| lo.offset());
+show_value!(show_sizelimit, |lo| lo.sizelimit());
+show_value!(show_autoclear, |lo| (lo.flags() & FLAG_AUTOCLEAR != 0) as u8);
+show_value!(show_partscan, |lo| (lo.flags() & FLAG_PARTSCAN != 0) as u8);
+show_value!(show_dio, |lo| (lo.flags() & FLAG_DIRECT_IO != 0) as u8);
