@@ -20,6 +20,8 @@ mod device;
 mod ioctl;
 #[path = "rust_loop/stats.rs"]
 mod stats;
+#[path = "rust_loop/layout.rs"]
+mod layout;
 #[path = "rust_loop/sysfs.rs"]
 mod sysfs;
 #[path = "uapi/loop.rs"]
@@ -51,6 +53,10 @@ module! {
             default: 128,
             description: "Queue depth for each hardware queue. Default: 128",
         },
+        nowait_min_stack: u32 {
+            default: 8192,
+            description: "Kernel stack bytes that must remain for queue_rq to submit direct I/O itself (IOCB_NOWAIT); below it the worker submits. Default: 8192",
+        },
     },
 }
 
@@ -74,6 +80,13 @@ static PART_SHIFT: AtomicU32 = AtomicU32::new(0);
 static MAX_LOOP_LIMIT: AtomicU32 = AtomicU32::new(0);
 /// Tag set depth of new devices.
 static QUEUE_DEPTH: AtomicU32 = AtomicU32::new(128);
+
+/// Stack that must remain for a NOWAIT submission from `queue_rq`.
+static NOWAIT_MIN_STACK: AtomicU32 = AtomicU32::new(8192);
+
+fn nowait_min_stack() -> usize {
+    NOWAIT_MIN_STACK.load(Ordering::Relaxed) as usize
+}
 
 fn part_shift() -> u32 {
     PART_SHIFT.load(Ordering::Relaxed)
@@ -191,6 +204,7 @@ struct LoopModule {
 
 impl kernel::Module for LoopModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        layout::check()?;
         let max_part = module_parameters::max_part.value();
         let max_loop = module_parameters::max_loop.value();
         let depth = module_parameters::hw_queue_depth.value();
@@ -210,6 +224,7 @@ impl kernel::Module for LoopModule {
         }
         PART_SHIFT.store(shift, Ordering::Relaxed);
         QUEUE_DEPTH.store(depth as u32, Ordering::Relaxed);
+        NOWAIT_MIN_STACK.store(module_parameters::nowait_min_stack.value(), Ordering::Relaxed);
         MAX_LOOP_LIMIT.store(if max_loop > 0 { max_loop as u32 } else { 0 }, Ordering::Relaxed);
         // SAFETY: Called once, before any use.
         unsafe {

@@ -31,6 +31,7 @@ extern "C" {
     fn rust_loop_kiocb_start_write(iocb: *mut core::ffi::c_void);
     fn rust_loop_kiocb_start_write_trylock(iocb: *mut core::ffi::c_void) -> bool;
     fn rust_loop_kiocb_end_write(iocb: *mut core::ffi::c_void);
+    fn rust_loop_statfs_bsize(file: *mut core::ffi::c_void) -> core::ffi::c_ulong;
 }
 
 /// Drops freeze protection taken for an asynchronous write on `iocb`'s file.
@@ -179,6 +180,14 @@ impl BackingFile {
         self.bdev().or_else(|| NonNull::new(self.sb_bdev()).map(|p| p.as_ptr()))
     }
 
+    /// Whether the data ends up on a loop device (block major 7).
+    pub(crate) fn is_on_loop_device(&self) -> bool {
+        self.underlying_bdev().is_some_and(|b| {
+            // SAFETY: The device lives as long as the file.
+            unsafe { (*b).bd_dev >> bindings::MINORBITS == bindings::LOOP_MAJOR }
+        })
+    }
+
     fn f_op(&self) -> &bindings::file_operations {
         // SAFETY: An open file has file operations that live as long as it.
         unsafe { &*self.raw().f_op }
@@ -291,11 +300,11 @@ impl BackingFile {
             return (lim.discard_granularity, lim.max_write_zeroes_sectors);
         }
         if self.has_fallocate() {
-            // The filesystem's block size (loop.c asks `vfs_statfs` for `f_bsize`, which is the
-            // superblock's block size on the filesystems that can punch holes).
-            // SAFETY: The host inode and its superblock live as long as the file.
-            let bsize = unsafe { (*(*self.host()).i_sb).s_blocksize };
-            return (bsize as u32, u32::MAX >> 9);
+            // SAFETY: The file is open; the helper calls `vfs_statfs` on its path.
+            let bsize = unsafe { rust_loop_statfs_bsize(self.as_raw().cast()) };
+            if bsize != 0 {
+                return (bsize as u32, u32::MAX >> 9);
+            }
         }
         (0, 0)
     }
@@ -349,17 +358,24 @@ impl BackingFile {
         Ok(n + 1)
     }
 
-    /// Buffered read or write of `iter` at byte `pos` (`vfs_iter_read`/`vfs_iter_write`).
-    /// Returns the bytes transferred or a negative errno.
-    pub(crate) fn rw_iter(&self, dir: Dir, iter: &mut bindings::iov_iter, pos: u64) -> isize {
-        let mut ppos = pos as i64;
-        // SAFETY: The file is open; `iter` describes pages that the request keeps alive.
-        unsafe {
-            match dir {
-                Dir::Read => bindings::vfs_iter_read(self.as_raw(), iter, &mut ppos, 0),
-                Dir::Write => bindings::vfs_iter_write(self.as_raw(), iter, &mut ppos, 0),
-            }
+    /// Synchronous buffered read or write of `iter` at byte `pos`: a kiocb without flags (so
+    /// through the page cache even when the file was opened `O_DIRECT`, as loop.c's buffered
+    /// mode), with freeze protection around writes. Returns the bytes transferred or a negative
+    /// errno.
+    pub(crate) fn rw_sync(&self, dir: Dir, iter: &mut bindings::iov_iter, pos: u64, ioprio: u16) -> isize {
+        // SAFETY: All-zero is a valid `kiocb`: synchronous (no `ki_complete`), no flags.
+        let mut iocb: bindings::kiocb = unsafe { core::mem::zeroed() };
+        iocb.ki_filp = self.as_raw();
+        iocb.ki_pos = pos as i64;
+        iocb.ki_ioprio = ioprio;
+        if dir == Dir::Write {
+            self.start_write(&mut iocb);
         }
+        let ret = self.rw_kiocb(dir, &mut iocb, iter);
+        if dir == Dir::Write {
+            self.end_write(&mut iocb);
+        }
+        ret
     }
 
     /// Submits `iocb` (prepared for this file) with `read_iter`/`write_iter`; returns the bytes

@@ -261,21 +261,54 @@ impl Iterator for BvecIter<'_> {
     }
 }
 
+extern "C" {
+    // rust_loop/helpers.c: `task_struct` fields (see there why not through bindgen).
+    fn rust_loop_in_fs_transaction() -> bool;
+    fn rust_loop_stack_remaining() -> core::ffi::c_ulong;
+    fn rust_loop_task_flags_set(flags: core::ffi::c_uint) -> core::ffi::c_uint;
+    fn rust_loop_task_flags_restore(old: core::ffi::c_uint, flags: core::ffi::c_uint);
+    fn rust_loop_task_plugged() -> bool;
+}
+
+/// Whether the current task has a block plug (requests may be dispatched from its flush).
+pub(crate) fn plugged() -> bool {
+    // SAFETY: Reads a field of the current task.
+    unsafe { rust_loop_task_plugged() }
+}
+
 /// Whether the current task is inside a filesystem transaction (`current->journal_info`):
 /// submitting to a backing filesystem from there would nest its transaction in ours.
 pub(crate) fn in_fs_transaction() -> bool {
-    // SAFETY: `get_current` returns the running task, which reads its own field.
-    unsafe { !(*bindings::get_current()).journal_info.is_null() }
+    // SAFETY: Reads a field of the current task.
+    unsafe { rust_loop_in_fs_transaction() }
 }
 
 /// Bytes of kernel stack left below the current frame.
 pub(crate) fn stack_remaining() -> usize {
-    let marker = 0u8;
-    let sp = core::ptr::addr_of!(marker) as usize;
-    // SAFETY: `get_current` returns the running task; `stack` is the base (lowest address) of
-    // its kernel stack, which grows down.
-    let base = unsafe { (*bindings::get_current()).stack } as usize;
-    sp.saturating_sub(base)
+    // SAFETY: Reads the current task's stack base and the frame address.
+    unsafe { rust_loop_stack_remaining() as usize }
+}
+
+/// `PF_*` flags set on the current task for a scope; the previous values come back on drop.
+pub(crate) struct TaskFlags {
+    old: u32,
+    flags: u32,
+}
+
+impl TaskFlags {
+    /// Sets `flags` (`PF_*`) on the current task.
+    pub(crate) fn set(flags: u32) -> Self {
+        // SAFETY: The current task changes its own flags.
+        let old = unsafe { rust_loop_task_flags_set(flags) };
+        Self { old, flags }
+    }
+}
+
+impl Drop for TaskFlags {
+    fn drop(&mut self) {
+        // SAFETY: Restores what `set` changed on the same (current) task.
+        unsafe { rust_loop_task_flags_restore(self.old, self.flags) }
+    }
 }
 
 /// A request queue of a disk this driver created.
@@ -306,7 +339,7 @@ impl Queue {
     pub(crate) fn freeze(&self) -> QueueFreeze<'_> {
         // SAFETY: The queue is valid; the guard unfreezes it exactly once.
         unsafe { bindings::blk_mq_freeze_queue_nomemsave(self.as_raw()) };
-        QueueFreeze { queue: self, noio: NoIo::enter() }
+        QueueFreeze { queue: self, _noio: TaskFlags::set(bindings::PF_MEMALLOC_NOIO) }
     }
 
     /// Updates the queue limits under the queue's limits lock (`queue_limits_start_update` /
@@ -375,47 +408,14 @@ impl Queue {
 /// A frozen queue; unfreezes on drop.
 pub(crate) struct QueueFreeze<'a> {
     queue: &'a Queue,
-    noio: NoIo,
+    /// `memalloc_noio_save()` for the time of the freeze, as `blk_mq_freeze_queue`.
+    _noio: TaskFlags,
 }
 
 impl Drop for QueueFreeze<'_> {
     fn drop(&mut self) {
         // SAFETY: The queue was frozen by `Queue::freeze`, which created this guard.
         unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore(self.queue.as_raw()) };
-        self.noio.leave();
-    }
-}
-
-/// A `memalloc_noio_save()` scope: allocations of the current task do not recurse into I/O.
-pub(crate) struct NoIo {
-    was_set: bool,
-}
-
-impl NoIo {
-    /// Enters a no-I/O allocation scope.
-    pub(crate) fn enter() -> Self {
-        // SAFETY: `get_current` returns the running task; only it changes its own `flags`.
-        let was_set = unsafe {
-            let cur = bindings::get_current();
-            let was = (*cur).flags & bindings::PF_MEMALLOC_NOIO != 0;
-            (*cur).flags |= bindings::PF_MEMALLOC_NOIO;
-            was
-        };
-        Self { was_set }
-    }
-
-    fn leave(&mut self) {
-        if !self.was_set {
-            // SAFETY: As in `enter`: the current task's own flags.
-            unsafe { (*bindings::get_current()).flags &= !bindings::PF_MEMALLOC_NOIO };
-            self.was_set = true;
-        }
-    }
-}
-
-impl Drop for NoIo {
-    fn drop(&mut self) {
-        self.leave();
     }
 }
 

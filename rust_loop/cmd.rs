@@ -108,7 +108,10 @@ impl LoopCmd {
 
     /// Runs the command on the worker thread and hands the request to completion.
     fn run(&self, dev: &LoopDevice, rq: &Request) {
-        let _task_flags = TaskIoFlags::enter();
+        // Do not throttle the worker on the dirty pages it is cleaning, and do not recurse
+        // into I/O from its allocations.
+        let _task_flags =
+            crate::blk::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
         dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
         let Some(io) = dev.io_backing() else {
             if rq.op() == ReqOp::Write {
@@ -137,7 +140,7 @@ impl LoopCmd {
     /// the device is not in direct-I/O mode or the file cannot do non-blocking I/O; the
     /// operation is not a read or write (flush, discard and write-zeroes always go to the
     /// worker); the submitting task is inside a filesystem transaction (`journal_info` set —
-    /// the backing filesystem would nest its own); less than [`NOWAIT_MIN_STACK`] bytes of
+    /// the backing filesystem would nest its own); less than `nowait_min_stack` (module parameter) bytes of
     /// kernel stack remain (loop on a filesystem on another loop device recurses through
     /// `queue_rq`); the loop queue has rq-qos policies (wbt may throttle, i.e. sleep, inside the
     /// backing file's submission and deadlock against our own queue); or it is a write to a
@@ -147,20 +150,37 @@ impl LoopCmd {
         if !io.direct_io || !io.nowait {
             return false;
         }
+        let skipped = |c: &core::sync::atomic::AtomicU64| {
+            c.fetch_add(1, Ordering::Relaxed);
+            false
+        };
         match rq.op() {
             ReqOp::Read => {}
-            ReqOp::Write if io.read_only => return false,
-            ReqOp::Write => {
-                if io.file_is_reg && dev.stats.worker_writes_pending.load(Ordering::Relaxed) > 0 {
-                    return false;
-                }
-            }
+            ReqOp::Write if !io.read_only => {}
             _ => return false,
         }
-        if crate::blk::in_fs_transaction() || dev.has_rq_qos() {
-            return false;
+        if crate::blk::in_fs_transaction() {
+            return skipped(&dev.stats.nowait_skip_journal);
         }
-        crate::blk::stack_remaining() >= NOWAIT_MIN_STACK
+        if crate::blk::stack_remaining() < crate::nowait_min_stack() {
+            return skipped(&dev.stats.nowait_skip_stack);
+        }
+        if dev.has_rq_qos() {
+            return skipped(&dev.stats.nowait_skip_rqqos);
+        }
+        if io.backing_on_loop && crate::blk::plugged() {
+            // Loop on a filesystem on another loop device, dispatched from the flush of the
+            // submitter's plug: the backing filesystem's bios for the lower loop device would
+            // be added to that same plug while it is being flushed.
+            return skipped(&dev.stats.nowait_skip_nested);
+        }
+        if rq.op() == ReqOp::Write
+            && io.file_is_reg
+            && dev.stats.worker_writes_pending.load(Ordering::Relaxed) > 0
+        {
+            return skipped(&dev.stats.nowait_skip_writes);
+        }
+        true
     }
 
     /// Tries the `IOCB_NOWAIT` submission from `queue_rq`; on `false` the caller queues the
@@ -235,7 +255,15 @@ impl LoopCmd {
         // SAFETY: All-zero is a valid `kiocb`.
         st.iocb = unsafe { core::mem::zeroed() };
         st.iocb.ki_filp = io.file.as_raw();
-        st.iocb.ki_pos = (rq.pos() + io.offset) as i64;
+        st.iocb.ki_pos = match rq.pos().checked_add(io.offset) {
+            Some(pos) => pos as i64,
+            None => {
+                st.bvecs = None;
+                self.set_result(EIO);
+                rq.complete();
+                return DioSubmit::Queued;
+            }
+        };
         st.iocb.ki_complete = Some(Self::dio_complete);
         st.iocb.ki_flags = (bindings::IOCB_DIRECT | if nowait { IOCB_NOWAIT } else { 0 }) as i32;
         st.iocb.ki_ioprio = rq.ioprio();
@@ -314,33 +342,37 @@ impl LoopCmd {
 
     fn execute(dev: &LoopDevice, io: &IoState, rq: &Request) -> isize {
         let file = &io.file;
-        let pos = rq.pos() + io.offset;
+        // A flush has no position (its sector is all ones): only data and range operations
+        // compute one.
+        let pos = || rq.pos().checked_add(io.offset);
         match rq.op() {
-            ReqOp::Read => Self::rw(file, rq, pos, Dir::Read),
+            ReqOp::Read => pos().map_or(EIO, |pos| Self::rw(file, rq, pos, Dir::Read)),
             ReqOp::Write if io.read_only => EIO,
-            ReqOp::Write => Self::rw(file, rq, pos, Dir::Write),
+            ReqOp::Write => pos().map_or(EIO, |pos| Self::rw(file, rq, pos, Dir::Write)),
             ReqOp::Flush => match file.fsync() {
                 0 => 0,
                 _ => EIO,
             },
-            ReqOp::Discard => Self::fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE),
+            ReqOp::Discard => {
+                pos().map_or(EIO, |pos| Self::fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE))
+            }
             ReqOp::WriteZeroes => {
                 let mode =
                     if rq.no_unmap() { FALLOC_FL_ZERO_RANGE } else { FALLOC_FL_PUNCH_HOLE };
-                Self::fallocate(dev, file, rq, pos, mode)
+                pos().map_or(EIO, |pos| Self::fallocate(dev, file, rq, pos, mode))
             }
             ReqOp::Other => EIO,
         }
     }
 
-    /// Buffered read or write of the whole request, bio by bio, through `vfs_iter_*`. Returns
-    /// the bytes transferred: a read may stop short (end of file), a write may not.
+    /// Buffered read or write of the whole request, bio by bio. Returns the bytes transferred:
+    /// a read may stop short (end of file), a write may not.
     fn rw(file: &BackingFile, rq: &Request, mut pos: u64, dir: Dir) -> isize {
         let mut done: isize = 0;
         for bio in rq.bios() {
             let size = bio.size() as isize;
             let mut iter = bio_iter(bio, dir);
-            let ret = file.rw_iter(dir, &mut iter, pos);
+            let ret = file.rw_sync(dir, &mut iter, pos, rq.ioprio());
             if ret < 0 {
                 return if done > 0 && dir == Dir::Read { done } else { ret };
             }
@@ -404,9 +436,6 @@ impl LoopCmd {
 /// `IOCB_NOWAIT` (`include/linux/fs.h`: `RWF_NOWAIT`), a typed macro bindgen does not export.
 const IOCB_NOWAIT: u32 = 0x8;
 
-/// Kernel stack that must remain in `queue_rq` to submit there; below it, the worker submits.
-const NOWAIT_MIN_STACK: usize = 8 * 1024;
-
 /// Outcome of a direct-I/O submission attempt.
 enum DioSubmit {
     /// Submitted (or already completed): the completion path owns the command.
@@ -448,32 +477,3 @@ fn zero_fill_from(rq: &Request, mut skip: usize) {
     }
 }
 
-/// The worker's task flags while it runs a command: `PF_LOCAL_THROTTLE` (do not throttle the
-/// loop worker on the dirty pages it is cleaning) and `PF_MEMALLOC_NOIO` (no recursion into I/O).
-struct TaskIoFlags {
-    old: u32,
-}
-
-impl TaskIoFlags {
-    fn enter() -> Self {
-        // SAFETY: The current task changes only its own flags.
-        let old = unsafe {
-            let cur = bindings::get_current();
-            let old = (*cur).flags;
-            (*cur).flags |= bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO;
-            old
-        };
-        Self { old }
-    }
-}
-
-impl Drop for TaskIoFlags {
-    fn drop(&mut self) {
-        let mask = bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO;
-        // SAFETY: As in `enter`.
-        unsafe {
-            let cur = bindings::get_current();
-            (*cur).flags = ((*cur).flags & !mask) | (self.old & mask);
-        }
-    }
-}

@@ -89,6 +89,8 @@ pub(crate) struct IoState {
     pub(crate) nowait: bool,
     /// The backing file is a regular file (not a block device).
     pub(crate) file_is_reg: bool,
+    /// The backing file's data lives on another loop device.
+    pub(crate) backing_on_loop: bool,
 }
 
 /// The data path's view of the device.
@@ -394,6 +396,7 @@ impl LoopDevice {
                 direct_io: flags & FLAG_DIRECT_IO != 0,
                 nowait: file.can_nowait(),
                 file_is_reg: file.is_reg(),
+                backing_on_loop: file.is_on_loop_device(),
                 file,
             }),
         );
@@ -820,7 +823,8 @@ impl LoopDevice {
         if self.queue().limits().logical_block_size as usize == arg {
             return Ok(());
         }
-        if !valid_block_size(arg) {
+        // 0 means the default (as loop.c): 512, or the direct-I/O size in direct-I/O mode.
+        if arg != 0 && !valid_block_size(arg) {
             return Err(EINVAL);
         }
         let file = self.backing_file().ok_or(ENXIO)?;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Declarations of rust_loop/helpers.c, called from the Rust crate (see rust_loop/backing.rs). */
+/* Declarations of rust_loop/helpers.c, called from the Rust crate. */
 #ifndef RUST_LOOP_HELPERS_H
 #define RUST_LOOP_HELPERS_H
 
@@ -8,5 +8,13 @@
 void rust_loop_kiocb_start_write(struct kiocb *iocb);
 bool rust_loop_kiocb_start_write_trylock(struct kiocb *iocb);
 void rust_loop_kiocb_end_write(struct kiocb *iocb);
+bool rust_loop_in_fs_transaction(void);
+unsigned long rust_loop_stack_remaining(void);
+unsigned int rust_loop_task_flags_set(unsigned int flags);
+void rust_loop_task_flags_restore(unsigned int old, unsigned int flags);
+bool rust_loop_task_plugged(void);
+unsigned long rust_loop_statfs_bsize(struct file *file);
+extern const unsigned long rust_loop_c_layout[];
+extern const unsigned int rust_loop_c_layout_len;
 
 #endif

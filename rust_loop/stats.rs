@@ -6,7 +6,12 @@
 //! - `nowait_eagain`: NOWAIT attempts refused with `-EAGAIN` (at once or at completion) and
 //!   handed to the worker;
 //! - `worker_submissions`: commands run by the device's worker thread;
-//! - `read_bytes`, `write_bytes`: data transferred to and from the backing file.
+//! - `read_bytes`, `write_bytes`: data transferred to and from the backing file;
+//! - `nowait_skip_journal`, `nowait_skip_stack`, `nowait_skip_rqqos`, `nowait_skip_nested`,
+//!   `nowait_skip_writes`:
+//!   direct-I/O reads and writes that `queue_rq` did not try with `IOCB_NOWAIT` because the
+//!   submitter was inside a filesystem transaction, too little kernel stack remained, rq-qos
+//!   policies were attached to the queue, or blocking writes were queued in the worker.
 
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -23,6 +28,16 @@ pub(crate) struct DevStats {
     pub(crate) read_bytes: AtomicU64,
     /// Bytes written to the backing file.
     pub(crate) write_bytes: AtomicU64,
+    /// NOWAIT skipped: `current->journal_info` was set.
+    pub(crate) nowait_skip_journal: AtomicU64,
+    /// NOWAIT skipped: not enough kernel stack left.
+    pub(crate) nowait_skip_stack: AtomicU64,
+    /// NOWAIT skipped: rq-qos policies on the queue.
+    pub(crate) nowait_skip_rqqos: AtomicU64,
+    /// NOWAIT skipped: loop on loop, dispatched from a plug flush.
+    pub(crate) nowait_skip_nested: AtomicU64,
+    /// NOWAIT skipped: a write while blocking writes were queued in the worker.
+    pub(crate) nowait_skip_writes: AtomicU64,
     /// Writes queued to the worker and not yet submitted by it (steers writes away from NOWAIT
     /// while the backing file is allocating).
     pub(crate) worker_writes_pending: AtomicU32,

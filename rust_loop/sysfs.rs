@@ -67,12 +67,23 @@ static WORKER_SUBMISSIONS: KernelOwned<bindings::device_attribute> =
 static READ_BYTES: KernelOwned<bindings::device_attribute> = ro_attr(c"read_bytes", show_read_bytes);
 static WRITE_BYTES: KernelOwned<bindings::device_attribute> = ro_attr(c"write_bytes", show_write_bytes);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 6]> = KernelOwned(UnsafeCell::new([
+static SKIP_JOURNAL: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_journal", show_skip_journal);
+static SKIP_STACK: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_stack", show_skip_stack);
+static SKIP_RQQOS: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_rqqos", show_skip_rqqos);
+static SKIP_NESTED: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_nested", show_skip_nested);
+static SKIP_WRITES: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_writes", show_skip_writes);
+
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 11]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
     READ_BYTES.get().cast(),
     WRITE_BYTES.get().cast(),
+    SKIP_JOURNAL.get().cast(),
+    SKIP_STACK.get().cast(),
+    SKIP_RQQOS.get().cast(),
+    SKIP_NESTED.get().cast(),
+    SKIP_WRITES.get().cast(),
     core::ptr::null_mut(),
 ]));
 
@@ -203,3 +214,8 @@ show_value!(show_nowait_eagain, |lo| lo.stats.nowait_eagain.load(Ordering::Relax
 show_value!(show_worker_submissions, |lo| lo.stats.worker_submissions.load(Ordering::Relaxed));
 show_value!(show_read_bytes, |lo| lo.stats.read_bytes.load(Ordering::Relaxed));
 show_value!(show_write_bytes, |lo| lo.stats.write_bytes.load(Ordering::Relaxed));
+show_value!(show_skip_journal, |lo| lo.stats.nowait_skip_journal.load(Ordering::Relaxed));
+show_value!(show_skip_stack, |lo| lo.stats.nowait_skip_stack.load(Ordering::Relaxed));
+show_value!(show_skip_rqqos, |lo| lo.stats.nowait_skip_rqqos.load(Ordering::Relaxed));
+show_value!(show_skip_writes, |lo| lo.stats.nowait_skip_writes.load(Ordering::Relaxed));
+show_value!(show_skip_nested, |lo| lo.stats.nowait_skip_nested.load(Ordering::Relaxed));

@@ -17,12 +17,18 @@ make -s modules 2>&1 | tee "$log" >&2
 [ "${PIPESTATUS[0]}" = 0 ] || die "module build failed (see above)"
 ! grep -qiE '^(warning|.*: warning)' "$log" || die "module build produced warnings (see above); the build must stay warning-free"
 [ -f rust_loop.ko ] || die "module build produced no rust_loop.ko"
+say "tests: building the test helper modules (tests/kmod)"
+make -s -C "$(bash scripts/kernel.sh)" M="$ROOT/tests/kmod" modules >&2 || die "building tests/kmod failed"
 
 mkdir -p results/tests
 rm -f results/tests/summary
+# A scratch disk for tests that need a real filesystem under the backing file (XFS, ext4):
+# /dev/vda in the guest, zeroed for every run.
+scratch="$CACHE/scratch.img"
+rm -f "$scratch" && truncate -s "${SCRATCH_SIZE:-4G}" "$scratch"
 say "tests: running in the VM (filter: ${1:-all})"
 status=0
-bash scripts/vm.sh -- env TESTS="${1:-.}" bash tests/run.sh || status=$?
+bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda bash tests/run.sh || status=$?
 summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
 echo "$summary"
 exit "$status"

@@ -13,5 +13,7 @@ bash scripts/kernel.sh >/dev/null
 say "module: building rust_loop.ko"
 make -s modules >&2 || die "module build failed"
 mkdir -p results/run
-bash scripts/vm.sh -- env IMAGE_MB="${IMAGE_MB:-512}" FIO_RUNTIME="${FIO_RUNTIME:-10}" \
-	bash scripts/guest-run.sh
+scratch="$CACHE/run-scratch.img"
+rm -f "$scratch" && truncate -s 2G "$scratch"
+bash scripts/vm.sh --disk "$scratch" -- env IMAGE_MB="${IMAGE_MB:-512}" FIO_RUNTIME="${FIO_RUNTIME:-10}" \
+	SCRATCH_DEV=/dev/vda bash scripts/guest-run.sh

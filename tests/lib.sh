@@ -57,3 +57,22 @@ fillimg() { dd if=/dev/urandom of="$1" bs=1M count="$2" status=none; }
 
 # Number of the loop device in /dev/loopN
 loopnr() { echo "${1#/dev/loop}"; }
+
+# scratch_fs xfs|ext4: a fresh filesystem on the scratch disk, mounted at $SCRATCH (echoed).
+SCRATCH=/tmp/rust-loop-scratch
+scratch_fs() {
+	local fs=$1
+	[ -b "${SCRATCH_DEV:-}" ] || fail "no scratch disk (SCRATCH_DEV=${SCRATCH_DEV:-unset})"
+	scratch_umount
+	case "$fs" in
+	xfs) mkfs.xfs -q -f "$SCRATCH_DEV" ;;
+	ext4) mkfs.ext4 -q -F "$SCRATCH_DEV" ;;
+	*) fail "scratch_fs: unknown filesystem $fs" ;;
+	esac
+	mkdir -p "$SCRATCH"
+	mount "$SCRATCH_DEV" "$SCRATCH"
+}
+scratch_umount() { if mountpoint -q "$SCRATCH" 2>/dev/null; then umount "$SCRATCH"; fi; }
+
+# stat_of DEV NAME: a counter of /sys/block/loopN/rust_loop/
+stat_of() { cat "/sys/block/$(basename "$1")/rust_loop/$2"; }

@@ -39,6 +39,11 @@ for file in "$ROOT"/tests/*.t.sh; do
 			"$2"' _ "$file" "$name" 2>&1)
 		rc=$?
 		secs=$(echo "$(date +%s.%N) - $start" | bc)
+		# Whatever the test left behind: mounts under /tmp/rust-loop*, bound loop devices.
+		for m in $(awk '$2 ~ "^/tmp/rust-loop" {print $2}' /proc/mounts | sort -r); do
+			umount -l "$m" 2>/dev/null || true
+		done
+		losetup -D 2>/dev/null || true
 		kmsg=$(dmesg)
 		{ echo "=== $full"; echo "$kmsg"; } >>"$RESULTS/dmesg.log"
 		{ echo "=== $full (rc=$rc)"; echo "$out"; } >>"$RESULTS/tests.log"

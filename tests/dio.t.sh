@@ -1,0 +1,267 @@
+# shellcheck shell=bash
+# Direct I/O: eligibility and reporting, merging by mode, data integrity under fio on XFS and
+# ext4 (preallocated and sparse backing files), the NOWAIT fast path and its guards, page-cache
+# use, zero fill past EOF, stacking, and toggling direct I/O under load.
+
+# fio_verify DEV [extra fio args...]: mixed random and sequential reads/writes with crc32c
+# verification, libaio QD32, block sizes 4k..1M; fails on any error or mismatch.
+fio_verify() {
+	local dev=$1
+	shift
+	local out
+	out=$(fio --output-format=normal --name=rand --filename="$dev" --direct=1 --ioengine=libaio \
+		--iodepth=32 --rw=randrw --bssplit=4k/40:16k/20:64k/20:256k/10:1m/10 --size=96M \
+		--verify=crc32c --verify_fatal=1 --do_verify=1 "$@" 2>&1) ||
+		fail "fio random verify failed on $dev: $(echo "$out" | grep -iE 'err|verify|bad' | head -5)"
+	echo "$out" | grep -qE 'err= *0' || fail "fio reported errors: $(echo "$out" | grep -E 'err=' | head -3)"
+	out=$(fio --output-format=normal --name=seq --filename="$dev" --direct=1 --ioengine=libaio \
+		--iodepth=32 --rw=write --bs=1m --offset=96M --size=32M --verify=crc32c --verify_fatal=1 \
+		--do_verify=1 "$@" 2>&1) ||
+		fail "fio sequential verify failed on $dev: $(echo "$out" | grep -iE 'err|verify|bad' | head -5)"
+	echo "$out" | grep -qE 'err= *0' || fail "fio reported errors: $(echo "$out" | grep -E 'err=' | head -3)"
+}
+
+# lo_flags DEV: lo_flags as LOOP_GET_STATUS64 reports them.
+lo_flags() {
+	python3 - "$1" <<'PY'
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+buf = bytearray(232)
+fcntl.ioctl(fd, 0x4C05, buf)
+print(struct.unpack_from("I", buf, 52)[0])
+PY
+}
+
+# dio_attach FILE [losetup args]: attach with --direct-io=on and check it took.
+dio_attach() {
+	local f=$1
+	shift
+	local dev
+	dev=$(losetup -f --show --direct-io=on "$@" "$f")
+	assert_file "/sys/block/$(basename "$dev")/loop/dio" 1
+	echo "$dev"
+}
+
+t_dio_flag_and_merging_follow_mode() {
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 64M "$SCRATCH/img"
+	local dev n
+	dev=$(dio_attach "$SCRATCH/img")
+	n=$(basename "$dev")
+	assert_file "/sys/block/$n/queue/nomerges" 0
+	[ $(($(lo_flags "$dev") & 16)) = 16 ] || fail "GET_STATUS64 does not report LO_FLAGS_DIRECT_IO"
+	losetup --direct-io=off "$dev"
+	assert_file "/sys/block/$n/loop/dio" 0
+	assert_file "/sys/block/$n/queue/nomerges" 2
+	[ $(($(lo_flags "$dev") & 16)) = 0 ] || fail "GET_STATUS64 still reports LO_FLAGS_DIRECT_IO"
+	losetup --direct-io=on "$dev"
+	assert_file "/sys/block/$n/loop/dio" 1
+	assert_file "/sys/block/$n/queue/nomerges" 0
+	# max_hw_sectors is raised so that 1 MiB requests reach the backing file whole.
+	[ "$(cat /sys/block/$n/queue/max_hw_sectors_kb)" -ge 1024 ] || fail "max_hw_sectors_kb too small"
+	losetup -d "$dev"
+}
+
+t_dio_off_when_offset_unaligned() {
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 64M "$SCRATCH/img"
+	local dev
+	dev=$(losetup -f --show --direct-io=on -o 256 "$SCRATCH/img")
+	assert_file "/sys/block/$(basename "$dev")/loop/dio" 0
+	[ $(($(lo_flags "$dev") & 16)) = 0 ] || fail "GET_STATUS64 reports direct I/O on an unaligned offset"
+	# Asking again explicitly is refused with EINVAL, as loop.c.
+	local out
+	out=$(losetup --direct-io=on "$dev" 2>&1) && fail "LOOP_SET_DIRECT_IO succeeded on an unaligned offset"
+	case "$out" in *"Invalid argument"*) ;; *) fail "expected EINVAL, got: $out" ;; esac
+	losetup -d "$dev"
+}
+
+verify_on() {
+	local fs=$1 kind=$2 dev
+	load_rust_loop
+	scratch_fs "$fs"
+	case $kind in
+	prealloc) fallocate -l 160M "$SCRATCH/img" && dd if=/dev/zero of="$SCRATCH/img" bs=1M count=160 conv=notrunc status=none ;;
+	sparse) truncate -s 160M "$SCRATCH/img" ;;
+	esac
+	dev=$(dio_attach "$SCRATCH/img")
+	fio_verify "$dev"
+	log "$(grep -H . /sys/block/$(basename "$dev")/rust_loop/{nowait_completions,nowait_eagain,worker_submissions})"
+	losetup -d "$dev"
+}
+t_dio_fio_verify_xfs_prealloc() { verify_on xfs prealloc; }
+t_dio_fio_verify_xfs_sparse() { verify_on xfs sparse; }
+t_dio_fio_verify_ext4_prealloc() { verify_on ext4 prealloc; }
+t_dio_fio_verify_ext4_sparse() { verify_on ext4 sparse; }
+
+t_dio_nowait_path_serves_reads() {
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 64M "$SCRATCH/img"
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=64 conv=notrunc status=none
+	local dev before after
+	dev=$(dio_attach "$SCRATCH/img")
+	before=$(stat_of "$dev" nowait_completions)
+	fio --name=r --filename="$dev" --direct=1 --ioengine=libaio --iodepth=32 --rw=randread \
+		--bs=4k --size=64M --io_size=32M --output=/dev/null
+	after=$(stat_of "$dev" nowait_completions)
+	[ "$after" -gt "$before" ] || fail "nowait_completions did not grow ($before -> $after)"
+	# And the data read that way is the file's.
+	cmp <(dd if="$dev" bs=1M iflag=direct status=none) "$SCRATCH/img" || fail "dio read data differs"
+	losetup -d "$dev"
+}
+
+t_dio_guard_rqqos_goes_to_worker() {
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 64M "$SCRATCH/img"
+	local dev n before skip
+	dev=$(dio_attach "$SCRATCH/img")
+	n=$(basename "$dev")
+	# wbt is off by default on loop queues (the NOWAIT path must never sleep in rq-qos): its
+	# latency file is 0, or refuses to read when no wbt is attached at all...
+	local lat
+	lat=$(cat "/sys/block/$n/queue/wbt_lat_usec" 2>/dev/null || echo 0)
+	assert_eq "$lat" 0 "wbt_lat_usec"
+	# ...and turning it on makes queue_rq leave every submission to the worker.
+	echo 2000 >"/sys/block/$n/queue/wbt_lat_usec"
+	before=$(stat_of "$dev" nowait_completions)
+	fio --name=r --filename="$dev" --direct=1 --ioengine=libaio --iodepth=16 --rw=randread \
+		--bs=4k --size=64M --io_size=8M --output=/dev/null
+	assert_eq "$(stat_of "$dev" nowait_completions)" "$before" "NOWAIT completions with rq-qos on"
+	skip=$(stat_of "$dev" nowait_skip_rqqos)
+	[ "$skip" -gt 0 ] || fail "nowait_skip_rqqos did not count"
+	losetup -d "$dev"
+}
+
+t_dio_guard_stack_margin_goes_to_worker() {
+	# A margin larger than any kernel stack: no submission may happen in queue_rq.
+	load_rust_loop nowait_min_stack=1048576
+	scratch_fs xfs
+	fallocate -l 64M "$SCRATCH/img"
+	local dev
+	dev=$(dio_attach "$SCRATCH/img")
+	fio --name=r --filename="$dev" --direct=1 --ioengine=libaio --iodepth=16 --rw=randrw \
+		--bs=4k --size=64M --io_size=8M --output=/dev/null
+	assert_eq "$(stat_of "$dev" nowait_completions)" 0 "NOWAIT completions with no stack margin"
+	[ "$(stat_of "$dev" nowait_skip_stack)" -gt 0 ] || fail "nowait_skip_stack did not count"
+	losetup -d "$dev"
+}
+
+t_dio_guard_journal_info_goes_to_worker() {
+	# A read submitted by a task inside a filesystem transaction (current->journal_info set,
+	# as ext4 holding a jbd2 handle) must go to the worker: tests/kmod/rl_journal_probe does
+	# exactly that submission. Natural workloads here dispatch such I/O from kthreads.
+	load_rust_loop
+	scratch_fs ext4
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=16 status=none
+	local dev out
+	dev=$(dio_attach "$SCRATCH/img")
+	assert_eq "$(stat_of "$dev" nowait_skip_journal)" 0 "nowait_skip_journal before"
+	out=$(insmod "$ROOT/tests/kmod/rl_journal_probe.ko" dev="$dev" 2>&1) && fail "probe module stayed loaded"
+	dmesg | grep -q "rl_journal_probe: read $dev with journal_info set: 0" ||
+		fail "the probe's read failed: $out $(dmesg | grep rl_journal_probe)"
+	assert_eq "$(stat_of "$dev" nowait_skip_journal)" 1 "nowait_skip_journal after one read"
+	# Without journal_info the same read takes the NOWAIT path.
+	local before
+	before=$(stat_of "$dev" nowait_completions)
+	dd if="$dev" of=/dev/null bs=4k count=1 skip=100 iflag=direct status=none
+	[ "$(stat_of "$dev" nowait_completions)" -gt "$before" ] || fail "plain read did not use NOWAIT"
+	losetup -d "$dev"
+}
+
+t_dio_page_cache_stays_small() {
+	# Reading 512 MiB through the device (O_DIRECT on the loop device itself, so that only the
+	# backing file's page cache can grow): in dio mode it must grow by < 10% of buffered mode.
+	load_rust_loop
+	scratch_fs xfs
+	dd if=/dev/zero of="$SCRATCH/img" bs=1M count=512 status=none
+	local dev growth_dio growth_buf c0 c1
+	cached() { awk '/^Cached:/ {print $2}' /proc/meminfo; }
+	dev=$(dio_attach "$SCRATCH/img")
+	sync; echo 3 >/proc/sys/vm/drop_caches
+	c0=$(cached)
+	dd if="$dev" of=/dev/null bs=1M iflag=direct status=none
+	c1=$(cached)
+	growth_dio=$((c1 - c0))
+	losetup --direct-io=off "$dev"
+	sync; echo 3 >/proc/sys/vm/drop_caches
+	c0=$(cached)
+	dd if="$dev" of=/dev/null bs=1M iflag=direct status=none
+	c1=$(cached)
+	growth_buf=$((c1 - c0))
+	log "Cached growth: dio ${growth_dio} KiB, buffered ${growth_buf} KiB"
+	[ "$growth_buf" -gt $((400 * 1024)) ] || fail "buffered read grew the page cache by only $growth_buf KiB"
+	[ $((growth_dio * 10)) -lt "$growth_buf" ] ||
+		fail "dio grew the page cache by $growth_dio KiB, >= 10% of buffered $growth_buf KiB"
+	losetup -d "$dev"
+}
+
+eof_zero_fill() {
+	local mode=$1 dev
+	load_rust_loop
+	scratch_fs xfs
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=4 status=none
+	dev=$(losetup -f --show --direct-io="$mode" "$SCRATCH/img")
+	# Shrink the file under the device to a size that is not a multiple of the block size.
+	head -c $((2 * 1024 * 1024 + 300)) "$SCRATCH/img" >"$T/expect"
+	truncate -s $((2 * 1024 * 1024 + 300)) "$SCRATCH/img"
+	dd if="$dev" of="$T/got" bs=4096 skip=512 count=4 iflag=direct status=none ||
+		fail "read at the end of the file failed"
+	# 300 bytes of data, then zeroes.
+	cmp -n 300 "$T/got" <(tail -c 300 "$T/expect") || fail "data before EOF differs"
+	cmp <(tail -c +301 "$T/got") <(head -c $((16384 - 300)) /dev/zero) || fail "no zeroes past EOF"
+	losetup -d "$dev"
+}
+t_dio_read_past_eof_zero_fills() { eof_zero_fill on; }
+t_buffered_read_past_eof_zero_fills() { eof_zero_fill off; }
+
+t_dio_stacked_loop_on_xfs_on_loop() {
+	# filesystem on loop (dio) on file on XFS on loop (dio) on file on XFS (scratch)
+	load_rust_loop
+	scratch_fs xfs
+	truncate -s 512M "$SCRATCH/outer.img"
+	local outer inner m1=$T/m1 m2=$T/m2
+	outer=$(dio_attach "$SCRATCH/outer.img")
+	mkfs.xfs -q -f "$outer"
+	mkdir -p "$m1" "$m2" && mount "$outer" "$m1"
+	truncate -s 256M "$m1/inner.img"
+	inner=$(dio_attach "$m1/inner.img")
+	mkfs.ext4 -q -F "$inner"
+	mount "$inner" "$m2"
+	fio --name=s --directory="$m2" --direct=1 --ioengine=libaio --iodepth=32 --rw=randrw \
+		--bssplit=4k/50:64k/40:1m/10 --size=64M --verify=crc32c --verify_fatal=1 \
+		--do_verify=1 --numjobs=2 --output=/dev/null || fail "fio on the stacked setup failed"
+	umount "$m2"
+	e2fsck -fn "$inner" >/dev/null || fail "inner ext4 damaged"
+	losetup -d "$inner"
+	umount "$m1"
+	xfs_repair -n "$outer" >/dev/null 2>&1 || fail "middle XFS damaged"
+	losetup -d "$outer"
+}
+
+t_dio_toggle_during_io_loses_nothing() {
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 128M "$SCRATCH/img"
+	local dev pid i
+	dev=$(dio_attach "$SCRATCH/img")
+	fio --name=t --filename="$dev" --direct=1 --ioengine=libaio --iodepth=16 --rw=randwrite \
+		--bssplit=4k/50:64k/50 --size=128M --verify=crc32c --verify_fatal=1 --do_verify=1 \
+		--output="$T/fio.out" &
+	pid=$!
+	for i in $(seq 1 20); do
+		losetup --direct-io=off "$dev"
+		sleep 0.2
+		losetup --direct-io=on "$dev"
+		sleep 0.2
+		kill -0 $pid 2>/dev/null || break
+	done
+	wait $pid || fail "fio failed while direct I/O was toggled: $(grep -iE 'err|verify' "$T/fio.out" | head -5)"
+	# Everything written is in the file, whichever mode wrote it.
+	cmp <(dd if="$dev" bs=1M iflag=direct status=none) <(dd if="$SCRATCH/img" bs=1M iflag=direct status=none) ||
+		fail "device and file differ"
+	losetup -d "$dev"
+}
