@@ -133,3 +133,22 @@ cleanup_loops() {
 }
 # free_loop: the device losetup -f would pick
 free_loop() { losetup -f; }
+# bounded SECONDS COMMAND...: runs COMMAND with its output in $T/bounded.out; fails if it does
+# not finish within SECONDS (a request the driver never completes leaves the process in D state,
+# where no signal reaches it: the test must fail rather than hang the run).
+bounded() {
+	local secs=$1 pid i rc
+	shift
+	"$@" >"$T/bounded.out" 2>&1 </dev/null &
+	pid=$!
+	for ((i = 0; i < secs * 10; i++)); do
+		if ! kill -0 $pid 2>/dev/null; then
+			rc=0
+			wait $pid || rc=$?
+			cat "$T/bounded.out"
+			return $rc
+		fi
+		sleep 0.1
+	done
+	fail "'$*' did not finish within ${secs}s (stuck in the kernel?): $(cat /proc/$pid/stack 2>/dev/null | head -8 | tr '\n' ' ')"
+}

@@ -82,7 +82,7 @@ assert INFO_OLD.size == 168, INFO_OLD.size
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
-libc.ioctl.restype = ctypes.c_long
+libc.ioctl.restype = ctypes.c_int
 
 
 class Usage(Exception):

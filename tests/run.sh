@@ -32,12 +32,15 @@ for file in "$ROOT"/tests/*.t.sh; do
 		[[ "$full" =~ $FILTER ]] || continue
 		dmesg -C
 		start=$(date +%s.%N)
-		out=$(timeout -k 10 "$TEST_TIMEOUT" bash -c '
+		# Output goes to a file, not a pipe: a process stuck in the kernel (D state) that keeps
+		# the test's stdout open must not hang the runner after the timeout killed the test.
+		timeout -k 10 "$TEST_TIMEOUT" bash -c '
 			set -euo pipefail
 			source "$ROOT/tests/lib.sh"
 			source "$1"
-			"$2"' _ "$file" "$name" 2>&1)
+			"$2"' _ "$file" "$name" >"$RESULTS/.out" 2>&1 </dev/null
 		rc=$?
+		out=$(cat "$RESULTS/.out")
 		secs=$(echo "$(date +%s.%N) - $start" | bc)
 		kmsg=$(dmesg)
 		{ echo "=== $full"; echo "$kmsg"; } >>"$RESULTS/dmesg.log"
