@@ -16,7 +16,12 @@ assert_file() { local v; v=$(cat "$1") || fail "cannot read $1"; assert_eq "$v" 
 assert_fails() { if "$@" >/dev/null 2>&1; then fail "expected failure: $*"; fi; }
 
 # ioctl helper: tests/loopioctl.py CMD... (prints results, exits with errno on error)
-lioctl() { python3 "$ROOT/tests/loopioctl.py" "$@"; }
+lioctl() {
+	local rc=0
+	python3 "$ROOT/tests/loopioctl.py" "$@" || rc=$?
+	[ $rc = 0 ] || echo "(loopioctl $* exited $rc)" >&2
+	return $rc
+}
 # expect_errno ERRNO-NAME ARGS...: loopioctl.py ARGS must fail with that errno
 expect_errno() {
 	local want=$1 out
@@ -128,8 +133,16 @@ cleanup_loops() {
 	for m in $(awk -v t="$T" 'index($2, t) == 1 {print $2}' /proc/mounts | sort -r); do
 		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 	done
-	losetup -D 2>/dev/null || true
-	udevadm settle 2>/dev/null || true
+	# In the background with a deadline: detaching a device with a request stuck in the driver
+	# blocks for ever.
+	losetup -D >/dev/null 2>&1 &
+	local pid=$! i
+	for ((i = 0; i < 300; i++)); do
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 $pid 2>/dev/null && echo "cleanup: losetup -D is stuck" >&2
+	udevadm settle -t 10 2>/dev/null || true
 }
 # free_loop: the device losetup -f would pick
 free_loop() { losetup -f; }
