@@ -80,6 +80,10 @@ t_ioctl_loop_cycle() {
 	lioctl "$lb" configure "$T/a" --flags 1
 	lioctl "$la" configure "$lb" --ro-file
 	cmp "$la" "$T/a" || fail "data of loop0 over loop1 differs"
+	# GET_STATUS64 of a device backed by a block device: lo_rdevice is that device (7:1).
+	assert_eq "$(status64 "$la" rdevice)" $(((7 << 8) | 1)) "lo_rdevice of loop0 over loop1"
+	assert_eq "$(status64 "$la" inode)" "$(stat -c %i "$lb")" "lo_inode of loop0 over loop1"
+	assert_sys "$la" loop/backing_file "$lb"
 	# Binding over an unbound loop device: EINVAL.
 	expect_errno EINVAL "$lc" set-fd /dev/loop3
 	# Changing loop1's backing file to loop0 would close the cycle: EBADF (loop_validate_file).
@@ -413,17 +417,19 @@ t_ioctl_set_direct_io() {
 	expect_errno ENXIO "$dev" set-direct-io 1
 	lioctl "$dev" set-fd "$T/img"
 	assert_sys "$dev" loop/dio 0
-	assert_sys "$dev" queue/nomerges 2
+	# nomerges follows the mode in rust_loop (2 buffered, 0 direct), as loop.c did up to 6.x;
+	# loop.c of 7.3 leaves it alone.
+	is_rust && assert_sys "$dev" queue/nomerges 2
 	lioctl "$dev" set-direct-io 0
 	assert_sys "$dev" loop/dio 0
 	if lioctl "$dev" set-direct-io 1 2>"$T/err"; then
 		assert_sys "$dev" loop/dio 1
 		assert_eq "$(($(status64 "$dev" flags) & 16))" 16 "LO_FLAGS_DIRECT_IO"
-		assert_sys "$dev" queue/nomerges 0
+		is_rust && assert_sys "$dev" queue/nomerges 0
 		cmp "$dev" "$T/img" || fail "data in direct-I/O mode"
 		lioctl "$dev" set-direct-io 0
 		assert_sys "$dev" loop/dio 0
-		assert_sys "$dev" queue/nomerges 2
+		is_rust && assert_sys "$dev" queue/nomerges 2
 	else
 		# The backing filesystem cannot do direct I/O: EINVAL, nothing changes.
 		grep -q EINVAL "$T/err" || fail "LOOP_SET_DIRECT_IO 1: $(cat "$T/err")"

@@ -283,3 +283,36 @@ t_losetup_attach_detach_cycles() {
 	udevadm settle
 	wait_unbound "$dev"
 }
+
+# The backing file is deleted while bound: the device keeps working; sysfs and losetup -l say
+# "(deleted)", as file_path() does for loop.c.
+t_losetup_deleted_backing_file() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 4
+	cp "$T/img" "$T/copy"
+	local dev
+	dev=$(attach "$T/img")
+	rm "$T/img"
+	assert_sys "$dev" loop/backing_file "$T/img (deleted)"
+	losetup -l -n -O BACK-FILE "$dev" | grep -qF "$T/img (deleted)" ||
+		fail "losetup -l: $(losetup -l -n -O BACK-FILE "$dev")"
+	cmp "$dev" "$T/copy" || fail "data after the file was deleted"
+	detach "$dev"
+}
+
+# A path with spaces and a long path (> 64 bytes: lo_file_name is cut, sysfs has it whole).
+t_losetup_long_and_odd_paths() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	local d="$T/a dir with spaces/$(printf 'n%.0s' $(seq 80))"
+	mkdir -p "$d"
+	mkimg "$d/img file" 4M
+	local dev
+	dev=$(attach "$d/img file")
+	assert_sys "$dev" loop/backing_file "$d/img file"
+	assert_eq "$(status64 "$dev" file_name)" "$(printf '%s' "$d/img file" | head -c 63)" "lo_file_name (63 bytes)"
+	assert_eq "$(losetup -l -n -O BACK-FILE "$dev" | sed 's/ *$//')" "$d/img file" "losetup -l BACK-FILE"
+	detach "$dev"
+	rm -rf "$T/a dir with spaces"
+}

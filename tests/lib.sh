@@ -18,7 +18,7 @@ assert_fails() { if "$@" >/dev/null 2>&1; then fail "expected failure: $*"; fi; 
 # ioctl helper: tests/loopioctl.py CMD... (prints results, exits with errno on error)
 lioctl() {
 	local rc=0
-	python3 "$ROOT/tests/loopioctl.py" "$@" || rc=$?
+	python3 -S "$ROOT/tests/loopioctl.py" "$@" || rc=$?
 	[ $rc = 0 ] || echo "(loopioctl $* exited $rc)" >&2
 	return $rc
 }

@@ -7,12 +7,13 @@ DEVICE is /dev/loopN (or /dev/loop-control for the ctl-* commands). The device i
 O_RDWR (O_RDONLY with --ro, plus O_EXCL with --excl); with --user the process drops to that
 uid/gid (and no supplementary groups) after opening it, before the ioctl.
 
-Commands (PATH may also be "fd=N" for a raw descriptor number, "pipe" for the read end of a
+Commands (PATH is opened O_RDWR, O_RDONLY with --ro-file, plus O_DIRECT with --direct and
+O_APPEND with --append; it may also be "fd=N" for a raw descriptor number, "pipe" for the read end of a
 pipe, "socket" for a unix socket; a directory is opened O_RDONLY|O_DIRECTORY):
-    set-fd PATH [--ro-file] [--direct]
+    set-fd PATH [FILE-OPTIONS]
     configure PATH [--offset N] [--sizelimit N] [--flags N] [--block-size N]
-                   [--encrypt-type N] [--encrypt-key-size N] [--name S] [--ro-file] [--direct]
-    change-fd PATH [--ro-file] [--direct]
+                   [--encrypt-type N] [--encrypt-key-size N] [--name S] [FILE-OPTIONS]
+    change-fd PATH [FILE-OPTIONS]
     clr-fd
     get-status64 | get-status                 print the fields as key=value
     set-status64 | set-status [--zero] [--offset N] [--sizelimit N] [--flags N] [--name S]
@@ -136,7 +137,7 @@ def parse_opts(args, spec):
 _keep = []  # objects (sockets, pipe ends) that must stay open until the ioctl
 
 
-def open_backing(spec, ro=False, direct=False):
+def open_backing(spec, ro=False, direct=False, append=False):
     if spec.startswith("fd="):
         return int(spec[3:])
     if spec == "pipe":
@@ -152,6 +153,8 @@ def open_backing(spec, ro=False, direct=False):
     flags = os.O_RDONLY if ro else os.O_RDWR
     if direct:
         flags |= os.O_DIRECT
+    if append:
+        flags |= os.O_APPEND
     return os.open(spec, flags)
 
 
@@ -190,7 +193,7 @@ def print_status(v, fields):
 STATUS_OPTS = {"--zero": None, "--offset": parse_int, "--sizelimit": parse_int,
                "--flags": parse_int, "--name": str, "--encrypt-type": parse_int,
                "--encrypt-key-size": parse_int}
-FILE_OPTS = {"--ro-file": None, "--direct": None}
+FILE_OPTS = {"--ro-file": None, "--direct": None, "--append": None}
 
 
 def apply_status_opts(v, o):
@@ -208,7 +211,7 @@ def run(fd, cmd, args):
         pos, o = parse_opts(args, FILE_OPTS)
         if len(pos) != 1:
             raise Usage(cmd + " PATH")
-        bfd = open_backing(pos[0], "--ro-file" in o, "--direct" in o)
+        bfd = open_backing(pos[0], "--ro-file" in o, "--direct" in o, "--append" in o)
         ioctl(fd, CMD_NUMBERS[cmd], bfd)
     elif cmd == "configure":
         spec = dict(STATUS_OPTS)
@@ -217,7 +220,7 @@ def run(fd, cmd, args):
         pos, o = parse_opts(args, spec)
         if len(pos) != 1:
             raise Usage("configure PATH [options]")
-        bfd = open_backing(pos[0], "--ro-file" in o, "--direct" in o)
+        bfd = open_backing(pos[0], "--ro-file" in o, "--direct" in o, "--append" in o)
         v = zero_info64()
         apply_status_opts(v, o)
         data = CONFIG.pack(bfd, o.get("--block-size", 0), *INFO64.unpack(pack_info64(v)),
