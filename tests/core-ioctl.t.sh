@@ -252,10 +252,10 @@ t_ioctl_status64() {
 	assert_eq "$(devsize "$dev")" $((8 << 20)) "size after resetting offset/limit"
 	cmp "$dev" "$T/img" || fail "data after resetting offset"
 	# AUTOCLEAR can be set and cleared; PARTSCAN set; READ_ONLY and DIRECT_IO are ignored.
+	# Held open: with autoclear set, loopioctl's own close would otherwise unbind the device.
+	exec 3<"$dev"
 	lioctl "$dev" set-status64 --flags 4
 	assert_sys "$dev" loop/autoclear 1
-	# Keep the device open so the cleared autoclear is what decides at the last close.
-	exec 3<"$dev"
 	lioctl "$dev" set-status64 --flags 0
 	assert_sys "$dev" loop/autoclear 0
 	lioctl "$dev" set-status64 --flags 1
