@@ -120,7 +120,9 @@ t_part_set_status_partscan() {
 	# Now a rescan works, and sees a changed table.
 	printf 'label: gpt\nstart=2048, size=8192\n' | sfdisk -q --no-reread "$dev" >/dev/null 2>&1 ||
 		fail "sfdisk on the device failed"
-	bounded 30 blockdev --rereadpt "$dev" || fail "blockdev --rereadpt failed"
+	# BLKRRPART is EBUSY while a partition is open (udev probing them): settle and retry.
+	udevadm settle
+	wait_for 10 blockdev --rereadpt "$dev" || fail "blockdev --rereadpt failed: $(blockdev --rereadpt "$dev" 2>&1)"
 	wait_for 5 test ! -e "/sys/block/$name/${name}p2" || fail "p2 still there after the rescan"
 	assert_file "/sys/block/$name/${name}p1/size" 8192
 	detach "$dev"

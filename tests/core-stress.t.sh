@@ -89,7 +89,7 @@ t_stress_configure_clear_cycles() {
 	trap cleanup_loops EXIT
 	fillimg "$T/img" 4
 	python3 - "$ROOT/tests" "$T/img" <<-'EOF' || fail "cycles failed"
-		import os, sys, ctypes
+		import os, sys, ctypes, errno, time
 		sys.path.insert(0, sys.argv[1])
 		import loopioctl as L
 		img = sys.argv[2]
@@ -102,7 +102,16 @@ t_stress_configure_clear_cycles() {
 		    info["offset"] = off
 		    cfg = L.CONFIG.pack(f, (512, 1024, 4096, 0)[i % 4],
 		                        *L.INFO64.unpack(L.pack_info64(info)), *([0] * 8))
-		    L.ioctl(dev, L.LOOP_CONFIGURE, ctypes.create_string_buffer(cfg, L.CONFIG.size))
+		    # EBUSY while the previous binding is still there: udev may have had the device
+		    # open at our close, so the clear happens at its close instead. Retry for a while.
+		    for attempt in range(100):
+		        try:
+		            L.ioctl(dev, L.LOOP_CONFIGURE, ctypes.create_string_buffer(cfg, L.CONFIG.size))
+		            break
+		        except OSError as e:
+		            if e.errno != errno.EBUSY or attempt == 99:
+		                raise
+		            time.sleep(0.05)
 		    os.close(f)
 		    got = os.pread(dev, 4096, 0)
 		    assert got == data[off:off + 4096], "data of cycle %d" % i
@@ -170,6 +179,9 @@ t_stress_io_during_reconfigure() {
 	mkimg "$T/img" 64M
 	local dev fpid i
 	dev=$(attach "$T/img")
+	# Held open for the whole test: the autoclear set below must not unbind the device when a
+	# loopioctl.py call happens to be the last closer (e.g. before fio has opened it).
+	exec 3<"$dev"
 	fio --name=bg --filename="$dev" --ioengine=libaio --iodepth=8 --direct=1 --rw=randrw \
 		--bs=4k --size=32M --time_based --runtime=20 --verify=crc32c --verify_fatal=1 \
 		--verify_state_save=0 --output="$T/fio.out" &
@@ -182,6 +194,7 @@ t_stress_io_during_reconfigure() {
 		lioctl "$dev" set-direct-io 0
 	done
 	wait $fpid || fail "fio failed during reconfiguration: $(tail -20 "$T/fio.out")"
+	exec 3<&-
 	grep -q 'err= 0' "$T/fio.out" || fail "fio: $(grep err= "$T/fio.out")"
 	detach "$dev"
 }
