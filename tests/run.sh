@@ -64,8 +64,12 @@ timed out after ${TEST_TIMEOUT}s"
 	done
 done
 # Leave the machine clean for whatever runs next.
+# In a subshell (fail() exits) and with a deadline (a wedged device can block losetup -D for
+# ever): the summary below must always be printed.
 source "$ROOT/tests/lib.sh"
-unload_loop_drivers >/dev/null 2>&1 || true
+(unload_loop_drivers) >/dev/null 2>&1 &
+cleanup_pid=$!
+for _ in $(seq 300); do kill -0 $cleanup_pid 2>/dev/null || break; sleep 0.1; done
 [ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
 echo "$passed passed, $failed failed" | tee "$RESULTS/summary"
 [ $failed = 0 ] && [ $passed -gt 0 ]
