@@ -16,7 +16,12 @@ assert_file() { local v; v=$(cat "$1") || fail "cannot read $1"; assert_eq "$v" 
 assert_fails() { if "$@" >/dev/null 2>&1; then fail "expected failure: $*"; fi; }
 
 # ioctl helper: tests/loopioctl.py CMD... (prints results, exits with errno on error)
-lioctl() { python3 "$ROOT/tests/loopioctl.py" "$@"; }
+lioctl() {
+	local rc=0
+	python3 -S "$ROOT/tests/loopioctl.py" "$@" || rc=$?
+	[ $rc = 0 ] || echo "(loopioctl $* exited $rc)" >&2
+	return $rc
+}
 # expect_errno ERRNO-NAME ARGS...: loopioctl.py ARGS must fail with that errno
 expect_errno() {
 	local want=$1 out
@@ -76,3 +81,105 @@ scratch_umount() { if mountpoint -q "$SCRATCH" 2>/dev/null; then umount "$SCRATC
 
 # stat_of DEV NAME: a counter of /sys/block/loopN/rust_loop/
 stat_of() { cat "/sys/block/$(basename "$1")/rust_loop/$2"; }
+# ---------------------------------------------------------------------------------------------
+# Helpers of the core-* tests.
+
+# TEST_DRIVER=loop runs the tests against the C driver (loop.ko) instead of rust_loop, to check
+# that a test asserts loop.c's behaviour. Tests that check a deliberate difference use is_rust.
+TEST_DRIVER=${TEST_DRIVER:-rust_loop}
+is_rust() { [ "$TEST_DRIVER" = rust_loop ]; }
+if [ "$TEST_DRIVER" = loop ]; then
+	load_rust_loop() {
+		unload_loop_drivers
+		modprobe loop "$@" || fail "modprobe loop $* failed"
+		udevadm settle 2>/dev/null || true
+		[ -d /sys/module/loop ] || fail "/sys/module/loop missing after modprobe"
+	}
+fi
+# The name of the loaded loop module (for rmmod).
+loop_module() { if is_rust; then echo rust_loop; else echo loop; fi; }
+
+# attach FILE [LOSETUP-OPTIONS...]: losetup -f --show; prints the device
+attach() {
+	local f=$1 dev
+	shift
+	dev=$(losetup -f --show "$@" "$f") || fail "losetup -f --show $* $f failed"
+	udevadm settle 2>/dev/null || true
+	echo "$dev"
+}
+# detach DEV: losetup -d, and wait for the device to be unbound
+detach() {
+	losetup -d "$1" || fail "losetup -d $1 failed"
+	wait_unbound "$1"
+}
+# wait_unbound DEV: the device's loop/ sysfs directory is gone (within 5 s)
+wait_unbound() {
+	local i
+	for i in $(seq 50); do
+		[ -d "/sys/block/$(basename "$1")/loop" ] || return 0
+		sleep 0.1
+	done
+	fail "$1 still bound"
+}
+# wait_for SECONDS COMMAND...: retries COMMAND every 0.1 s until it succeeds
+wait_for() {
+	local n=$(($1 * 10)) i
+	shift
+	for ((i = 0; i < n; i++)); do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# sysblk DEV PATH: content of /sys/block/<dev>/PATH
+sysblk() { cat "/sys/block/$(basename "$1")/$2"; }
+# assert_sys DEV PATH EXPECTED
+assert_sys() { assert_file "/sys/block/$(basename "$1")/$2" "$3"; }
+# devsize DEV: size in bytes
+devsize() { blockdev --getsize64 "$1"; }
+# status64 DEV FIELD: one field of LOOP_GET_STATUS64
+status64() { lioctl "$1" get-status64 | sed -n "s/^$2=//p"; }
+# region_sum FILE OFFSET LENGTH (bytes, multiples of 4096): sha256 of a byte range
+region_sum() {
+	dd if="$1" bs=4096 skip=$(($2 / 4096)) count=$(($3 / 4096)) status=none | sha256sum | cut -d' ' -f1
+}
+# zero_sum LENGTH: sha256 of LENGTH zero bytes
+zero_sum() { head -c "$1" /dev/zero | sha256sum | cut -d' ' -f1; }
+# cleanup_loops: detach everything, unmount what the tests mounted under $T
+cleanup_loops() {
+	local m
+	for m in $(awk -v t="$T" 'index($2, t) == 1 {print $2}' /proc/mounts | sort -r); do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
+	# In the background with a deadline: detaching a device with a request stuck in the driver
+	# blocks for ever.
+	losetup -D >/dev/null 2>&1 &
+	local pid=$! i
+	for ((i = 0; i < 300; i++)); do
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 $pid 2>/dev/null && echo "cleanup: losetup -D is stuck" >&2
+	udevadm settle -t 10 2>/dev/null || true
+}
+# free_loop: the device losetup -f would pick
+free_loop() { losetup -f; }
+# bounded SECONDS COMMAND...: runs COMMAND with its output in $T/bounded.out; fails if it does
+# not finish within SECONDS (a request the driver never completes leaves the process in D state,
+# where no signal reaches it: the test must fail rather than hang the run).
+bounded() {
+	local secs=$1 pid i rc
+	shift
+	"$@" >"$T/bounded.out" 2>&1 </dev/null &
+	pid=$!
+	for ((i = 0; i < secs * 10; i++)); do
+		if ! kill -0 $pid 2>/dev/null; then
+			rc=0
+			wait $pid || rc=$?
+			cat "$T/bounded.out"
+			return $rc
+		fi
+		sleep 0.1
+	done
+	fail "'$*' did not finish within ${secs}s (stuck in the kernel?): $(cat /proc/$pid/stack 2>/dev/null | head -8 | tr '\n' ' ')"
+}

@@ -32,12 +32,15 @@ for file in "$ROOT"/tests/*.t.sh; do
 		[[ "$full" =~ $FILTER ]] || continue
 		dmesg -C
 		start=$(date +%s.%N)
-		out=$(timeout -k 10 "$TEST_TIMEOUT" bash -c '
+		# Output goes to a file, not a pipe: a process stuck in the kernel (D state) that keeps
+		# the test's stdout open must not hang the runner after the timeout killed the test.
+		timeout -k 10 "$TEST_TIMEOUT" bash -c '
 			set -euo pipefail
 			source "$ROOT/tests/lib.sh"
 			source "$1"
-			"$2"' _ "$file" "$name" 2>&1)
+			"$2"' _ "$file" "$name" >"$RESULTS/.out" 2>&1 </dev/null
 		rc=$?
+		out=$(cat "$RESULTS/.out")
 		secs=$(echo "$(date +%s.%N) - $start" | bc)
 		# Whatever the test left behind: mounts under /tmp/rust-loop*, bound loop devices.
 		for m in $(awk '$2 ~ "^/tmp/rust-loop" {print $2}' /proc/mounts | sort -r); do
@@ -66,8 +69,12 @@ timed out after ${TEST_TIMEOUT}s"
 	done
 done
 # Leave the machine clean for whatever runs next.
+# In a subshell (fail() exits) and with a deadline (a wedged device can block losetup -D for
+# ever): the summary below must always be printed.
 source "$ROOT/tests/lib.sh"
-unload_loop_drivers >/dev/null 2>&1 || true
+(unload_loop_drivers) >/dev/null 2>&1 &
+cleanup_pid=$!
+for _ in $(seq 300); do kill -0 $cleanup_pid 2>/dev/null || break; sleep 0.1; done
 [ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
 echo "$passed passed, $failed failed" | tee "$RESULTS/summary"
 [ $failed = 0 ] && [ $passed -gt 0 ]

@@ -1,0 +1,255 @@
+# shellcheck shell=bash
+# The buffered data path: reads, writes, flushes, discard and write-zeroes against the backing file.
+
+# fio_verify DEV NAME ENGINE OFFSET SIZE: randrw with crc32c verification over mixed block sizes.
+fio_verify() {
+	local dev=$1 name=$2 engine=$3 off=$4 size=$5
+	echo "--name=$name --filename=$dev --ioengine=$engine --iodepth=8 --direct=1 --rw=randrw" \
+		"--bssplit=4k/40:16k/30:64k/20:256k/10 --offset=$off --size=$size --verify=crc32c" \
+		"--do_verify=1 --verify_fatal=1 --verify_dump=0 --verify_state_save=0"
+}
+
+# fio with crc32c verification, libaio and psync at once, in buffered mode: no verify error.
+t_data_fio_verify_buffered() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	mkimg "$T/img" 128M
+	local dev
+	dev=$(attach "$T/img")
+	assert_sys "$dev" loop/dio 0
+	# shellcheck disable=SC2046
+	bounded 240 fio --output="$T/fio.out" $(fio_verify "$dev" aio libaio 0 48M) \
+		$(fio_verify "$dev" sync psync 64M 48M) ||
+		fail "fio failed: $(tail -30 "$T/fio.out")"
+	if grep -iE 'verify: bad|bad magic|crc32c.*(fail|mismatch)' "$T/fio.out"; then
+		fail "fio verify errors"
+	fi
+	grep -qE '^ *(aio|sync): \(groupid=[0-9]+, jobs=1\): err= 0' "$T/fio.out" ||
+		fail "fio reported an error: $(grep -E 'err=' "$T/fio.out")"
+	[ "$(grep -cE 'err= 0' "$T/fio.out")" = 2 ] || fail "fio jobs: $(grep -E 'err=' "$T/fio.out")"
+	# What fio wrote is in the file, byte for byte.
+	blockdev --flushbufs "$dev"
+	cmp "$dev" "$T/img" || fail "device and backing file differ after fio"
+	detach "$dev"
+}
+
+# The same with a 4096-byte logical block size and an offset.
+t_data_fio_verify_bs4096_offset() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	mkimg "$T/img" 80M
+	local dev
+	dev=$(attach "$T/img" -b 4096 -o $((1 << 20)))
+	# shellcheck disable=SC2046
+	bounded 240 fio --output="$T/fio.out" $(fio_verify "$dev" aio libaio 0 32M) \
+		$(fio_verify "$dev" sync psync 40M 32M) ||
+		fail "fio failed: $(tail -30 "$T/fio.out")"
+	[ "$(grep -cE 'err= 0' "$T/fio.out")" = 2 ] || fail "fio jobs: $(grep -E 'err=' "$T/fio.out")"
+	blockdev --flushbufs "$dev"
+	cmp "$dev" "$T/img" 0 $((1 << 20)) || fail "device and backing file differ after fio"
+	detach "$dev"
+}
+
+# Writing through the device and through the file are coherent (both use the page cache).
+t_data_coherent_with_file() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 8
+	local dev
+	dev=$(attach "$T/img")
+	dd if=/dev/urandom of="$T/chunk" bs=64k count=1 status=none
+	# File -> device.
+	dd if="$T/chunk" of="$T/img" bs=64k seek=10 conv=notrunc status=none
+	cmp -n 65536 "$T/chunk" <(dd if="$dev" bs=64k skip=10 count=1 iflag=direct status=none) ||
+		fail "a write to the file is not seen through the device"
+	# Device -> file.
+	dd if=/dev/urandom of="$T/chunk" bs=64k count=1 status=none
+	dd if="$T/chunk" of="$dev" bs=64k seek=20 oflag=direct status=none
+	cmp -n 65536 "$T/chunk" "$T/img" 0 $((20 * 65536)) ||
+		fail "a direct write to the device is not in the file"
+	detach "$dev"
+}
+
+# Discard punches holes in the backing file: fewer blocks, zeroes read back, the rest intact.
+t_data_discard() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 32
+	local dev before after s1 s2
+	dev=$(attach "$T/img")
+	[ "$(sysblk "$dev" queue/discard_max_bytes)" -gt 0 ] || fail "no discard support advertised"
+	[ "$(sysblk "$dev" queue/discard_granularity)" -gt 0 ] || fail "discard_granularity is 0"
+	s1=$(region_sum "$T/img" 0 $((4 << 20)))
+	s2=$(region_sum "$T/img" $((12 << 20)) $((20 << 20)))
+	before=$(stat -c %b "$T/img")
+	blkdiscard -o $((4 << 20)) -l $((8 << 20)) "$dev" || fail "blkdiscard failed"
+	after=$(stat -c %b "$T/img")
+	log "blocks: $before -> $after"
+	[ $((before - after)) -ge $(((8 << 20) / 512)) ] ||
+		fail "discard of 8 MiB freed only $(((before - after) * 512)) bytes (blocks $before -> $after)"
+	assert_eq "$(stat -c %s "$T/img")" $((32 << 20)) "file size after discard"
+	assert_eq "$(region_sum "$dev" $((4 << 20)) $((8 << 20)))" "$(zero_sum $((8 << 20)))" "discarded range via the device"
+	assert_eq "$(region_sum "$T/img" $((4 << 20)) $((8 << 20)))" "$(zero_sum $((8 << 20)))" "discarded range in the file"
+	assert_eq "$(region_sum "$T/img" 0 $((4 << 20)))" "$s1" "data before the discarded range"
+	assert_eq "$(region_sum "$T/img" $((12 << 20)) $((20 << 20)))" "$s2" "data after the discarded range"
+	# The whole device.
+	blkdiscard "$dev" || fail "blkdiscard of the whole device failed"
+	[ "$(stat -c %b "$T/img")" -lt 64 ] || fail "whole-device discard left $(stat -c %b "$T/img") blocks"
+	assert_eq "$(sha256sum <"$dev" | cut -d' ' -f1)" "$(zero_sum $((32 << 20)))" "device after full discard"
+	detach "$dev"
+}
+
+# Write-zeroes (BLKZEROOUT): the range reads back as zeroes, the rest is intact.
+t_data_write_zeroes() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 16
+	local dev s1 s2
+	dev=$(attach "$T/img")
+	s1=$(region_sum "$T/img" 0 $((1 << 20)))
+	s2=$(region_sum "$T/img" $((5 << 20)) $((11 << 20)))
+	bounded 60 blkdiscard -z -o $((1 << 20)) -l $((4 << 20)) "$dev" || fail "blkdiscard -z failed"
+	assert_eq "$(region_sum "$dev" $((1 << 20)) $((4 << 20)))" "$(zero_sum $((4 << 20)))" "zeroed range via the device"
+	assert_eq "$(region_sum "$T/img" $((1 << 20)) $((4 << 20)))" "$(zero_sum $((4 << 20)))" "zeroed range in the file"
+	assert_eq "$(region_sum "$T/img" 0 $((1 << 20)))" "$s1" "data before the zeroed range"
+	assert_eq "$(region_sum "$T/img" $((5 << 20)) $((11 << 20)))" "$s2" "data after the zeroed range"
+	assert_eq "$(stat -c %s "$T/img")" $((16 << 20)) "file size after write-zeroes"
+	# Again, now that the driver knows whether the file supports FALLOC_FL_ZERO_RANGE.
+	bounded 60 blkdiscard -z -o $((8 << 20)) -l $((1 << 20)) "$dev" || fail "second blkdiscard -z failed"
+	assert_eq "$(region_sum "$T/img" $((8 << 20)) $((1 << 20)))" "$(zero_sum $((1 << 20)))" "second zeroed range"
+	detach "$dev"
+}
+
+# A 1000-byte file: the device has one 512-byte sector, the file's first 512 bytes; the 488-byte
+# tail is not reachable, and writing the sector leaves the tail and the file size alone.
+t_data_file_size_not_sector_multiple() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	head -c 1000 /dev/urandom >"$T/img"
+	cp "$T/img" "$T/orig"
+	local dev
+	dev=$(attach "$T/img")
+	assert_eq "$(devsize "$dev")" 512 "device size of a 1000-byte file"
+	assert_sys "$dev" size 1
+	assert_eq "$(wc -c <"$dev")" 512 "bytes readable from the device"
+	cmp -n 512 "$dev" "$T/img" || fail "the sector differs from the file's first 512 bytes"
+	# Reading at or past the end: end of device, no error.
+	assert_eq "$(dd if="$dev" bs=512 skip=1 count=1 status=none | wc -c)" 0 "read past the end"
+	dd if=/dev/zero of="$dev" bs=512 count=1 oflag=direct status=none || fail "write of the sector failed"
+	assert_eq "$(stat -c %s "$T/img")" 1000 "file size after writing the sector"
+	assert_eq "$(head -c 512 "$T/img" | tr -d '\0' | wc -c)" 0 "first 512 bytes after writing zeroes"
+	cmp <(tail -c 488 "$T/img") <(tail -c 488 "$T/orig") || fail "the 488-byte tail changed"
+	# A write past the end fails.
+	if dd if=/dev/zero of="$dev" bs=512 seek=1 count=1 oflag=direct status=none 2>/dev/null; then
+		fail "write past the end of a 512-byte device succeeded"
+	fi
+	detach "$dev"
+	# With an offset that leaves less than a sector: size 0.
+	dev=$(attach "$T/img" -o 600)
+	assert_eq "$(devsize "$dev")" 0 "size with 400 bytes after the offset"
+	detach "$dev"
+}
+
+# The backing file shrinks under a bound device (no LOOP_SET_CAPACITY): reads inside the file
+# still work; a read wholly past the new end of file fails with EIO, as loop.c's lo_complete_rq
+# (a short read that returned nothing is zero-filled and ended with BLK_STS_IOERR).
+t_data_read_past_shrunk_file() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 16
+	local dev
+	dev=$(attach "$T/img")
+	truncate -s 8M "$T/img"
+	assert_eq "$(devsize "$dev")" $((16 << 20)) "device size after the file shrank"
+	cmp -n 4096 <(dd if="$dev" bs=4k skip=100 count=1 iflag=direct status=none) "$T/img" 0 $((100 * 4096)) ||
+		fail "read inside the shrunk file"
+	# Past the end of the backing file the device reads zeroes (the issue asks for this;
+	# loop.c returns EIO for a read that gets no data at all).
+	if is_rust; then
+		dd if="$dev" of="$T/out" bs=4k skip=$((12 << 8)) count=1 iflag=direct status=none ||
+			fail "a read wholly past the end of the backing file failed"
+		cmp "$T/out" <(head -c 4096 /dev/zero) || fail "read past EOF is not zeroes"
+	else
+		! dd if="$dev" of="$T/out" bs=4k skip=$((12 << 8)) count=1 iflag=direct status=none 2>"$T/err" ||
+			fail "loop.c: read past EOF succeeded"
+	fi
+	losetup -c "$dev"
+	assert_eq "$(devsize "$dev")" $((8 << 20)) "size after losetup -c"
+	detach "$dev"
+}
+
+# Queue limits and flags of a file-backed device in buffered mode, as loop.c sets them.
+t_data_queue_limits() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	mkimg "$T/img" 16M
+	local dev
+	dev=$(attach "$T/img")
+	# Buffered mode: no merging (nomerges=2), as the issue asks and loop.c did up to 6.x (the
+	# loop.c of 7.3 leaves nomerges at 0).
+	is_rust && assert_sys "$dev" queue/nomerges 2
+	# loop.c keeps the historic 2560-sector cap; rust_loop deliberately allows 4 MiB requests
+	# (MAX_HW_SECTORS in rust_loop/device.rs, for the direct-I/O path).
+	if is_rust; then
+		assert_sys "$dev" queue/max_hw_sectors_kb 4096
+	else
+		assert_sys "$dev" queue/max_hw_sectors_kb 1280
+	fi
+	assert_sys "$dev" queue/write_cache "write back"
+	assert_sys "$dev" queue/rotational 0
+	assert_sys "$dev" queue/discard_max_hw_bytes $(((0xffffffff >> 9) << 9))
+	assert_sys "$dev" queue/write_zeroes_max_bytes $(((0xffffffff >> 9) << 9))
+	assert_sys "$dev" queue/discard_granularity "$(stat -f -c %S "$T/img")"
+	assert_sys "$dev" queue/nr_requests 128
+	sysblk "$dev" queue/scheduler | grep -qF '[none]' || fail "scheduler: $(sysblk "$dev" queue/scheduler)"
+	detach "$dev"
+	# A read-only device has no write cache.
+	dev=$(attach "$T/img" -r)
+	assert_sys "$dev" queue/write_cache "write through"
+	detach "$dev"
+	# hw_queue_depth sets nr_requests.
+	load_rust_loop hw_queue_depth=32
+	dev=$(attach "$T/img")
+	assert_sys "$dev" queue/nr_requests 32
+	detach "$dev"
+}
+
+# A big direct write and read (split by max_hw_sectors) and unaligned buffered I/O.
+t_data_large_and_small_io() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	mkimg "$T/img" 32M
+	local dev
+	dev=$(attach "$T/img")
+	fillimg "$T/src" 24
+	dd if="$T/src" of="$dev" bs=8M oflag=direct status=none || fail "8 MiB direct writes failed"
+	cmp -n $((24 << 20)) "$T/src" "$T/img" || fail "file after 8 MiB writes"
+	cmp -n $((24 << 20)) "$T/src" <(dd if="$dev" bs=8M count=3 iflag=direct status=none) ||
+		fail "8 MiB direct reads"
+	# Sub-page buffered writes at odd sector offsets go through the device's page cache.
+	head -c 1536 /dev/urandom >"$T/chunk"
+	dd if="$T/chunk" of="$dev" bs=512 seek=7 conv=notrunc status=none
+	bounded 30 blockdev --flushbufs "$dev"
+	cmp -n 1536 "$T/chunk" "$T/img" 0 $((7 * 512)) || fail "sub-page write at sector 7"
+	detach "$dev"
+}
+
+# A backing descriptor opened O_APPEND: loop.c's writes go through its own iocb (ki_flags 0, no
+# IOCB_APPEND), so they land at the device position, not at the end of the file. The file is on
+# a plain tmpfs: overlayfs (/tmp in the VM) reopens the real file with O_APPEND and appends even
+# under loop.c.
+t_data_backing_file_o_append() {
+	load_rust_loop
+	trap 'cleanup_loops; umount "$T/tmpfs" 2>/dev/null || true' EXIT
+	mkdir -p "$T/tmpfs"
+	mount -t tmpfs -o size=64M tmpfs "$T/tmpfs"
+	fillimg "$T/tmpfs/img" 4
+	local dev
+	dev=$(free_loop)
+	lioctl "$dev" set-fd "$T/tmpfs/img" --append
+	dd if=/dev/urandom of="$T/chunk" bs=4k count=2 status=none
+	dd if="$T/chunk" of="$dev" bs=4k seek=16 oflag=direct status=none || fail "write failed"
+	assert_eq "$(stat -c %s "$T/tmpfs/img")" $((4 << 20)) "file size after a write through an O_APPEND descriptor"
+	cmp -n 8192 "$T/chunk" "$T/tmpfs/img" 0 $((16 * 4096)) || fail "the write did not land at its position"
+	detach "$dev"
+}

@@ -1,0 +1,168 @@
+# shellcheck shell=bash
+# Partitions and uevents: losetup -P with a GPT, max_part, LOOP_SET_STATUS64 PARTSCAN, BLKPG,
+# and the "change"/"add"/"remove" uevents seen by udevadm monitor.
+
+# gpt_image FILE: 64 MiB, GPT with p1 = 8 MiB at 1 MiB and p2 = 16 MiB right after it
+gpt_image() {
+	mkimg "$1" 64M
+	printf 'label: gpt\nstart=2048, size=16384\nstart=18432, size=32768\n' | sfdisk -q "$1" >/dev/null ||
+		fail "sfdisk failed"
+}
+
+# monitor_start: udevadm monitor of kernel block events into $T/uevents
+monitor_start() {
+	rm -f "$T/uevents"
+	udevadm monitor --kernel --subsystem-match=block >"$T/uevents" 2>&1 &
+	MONITOR_PID=$!
+	# Wait until it listens (it prints a banner first).
+	wait_for 10 grep -q 'KERNEL' "$T/uevents" || fail "udevadm monitor did not start"
+	sleep 0.5
+}
+monitor_stop() {
+	sleep 1
+	kill "$MONITOR_PID" 2>/dev/null || true
+	wait "$MONITOR_PID" 2>/dev/null || true
+}
+# uevent_count ACTION DEVNAME: number of kernel uevents ACTION for /devices/.../block/DEVNAME
+uevent_count() { grep -cE "^KERNEL\[[0-9. ]+\] +$1 +/devices/\S*/$2 \(block\)" "$T/uevents" || true; }
+
+# losetup -P on a GPT image: p1 and p2 appear (with add uevents), have the right geometry and
+# data, and disappear after detach; the loop device gets change uevents on attach and detach.
+t_part_partscan_gpt() {
+	load_rust_loop
+	trap 'monitor_stop; cleanup_loops' EXIT
+	gpt_image "$T/img"
+	local dev name
+	dev=$(free_loop)
+	name=$(basename "$dev")
+	monitor_start
+	losetup -P "$dev" "$T/img" || fail "losetup -P failed"
+	udevadm settle
+	wait_for 5 test -b "${dev}p2" || fail "${dev}p2 did not appear: $(ls /dev/"$name"*)"
+	test -b "${dev}p1" || fail "${dev}p1 missing"
+	assert_sys "$dev" loop/partscan 1
+	[ -d "/sys/block/$name/${name}p1" ] || fail "/sys/block/$name/${name}p1 missing"
+	assert_file "/sys/block/$name/${name}p1/start" 2048
+	assert_file "/sys/block/$name/${name}p1/size" 16384
+	assert_file "/sys/block/$name/${name}p2/start" 18432
+	assert_file "/sys/block/$name/${name}p2/size" 32768
+	assert_eq "$(devsize "${dev}p2")" $((16 << 20)) "size of p2"
+	[ ! -e "${dev}p3" ] || fail "${dev}p3 exists"
+	# Writing to p2 lands at 18432 * 512 in the file.
+	dd if=/dev/urandom of="$T/chunk" bs=64k count=2 status=none
+	dd if="$T/chunk" of="${dev}p2" bs=64k seek=3 oflag=direct status=none
+	cmp -n $((128 << 10)) "$T/chunk" "$T/img" 0 $((18432 * 512 + 3 * 65536)) ||
+		fail "write to p2 is not at the partition's offset in the file"
+	detach "$dev"
+	udevadm settle
+	wait_for 5 test ! -e "/sys/block/$name/${name}p1" || fail "${name}p1 still in sysfs after detach"
+	wait_for 5 test ! -b "${dev}p1" || fail "${dev}p1 still in /dev after detach"
+	monitor_stop
+	[ "$(uevent_count add "${name}p1")" -ge 1 ] || fail "no add uevent for ${name}p1: $(cat "$T/uevents")"
+	[ "$(uevent_count add "${name}p2")" -ge 1 ] || fail "no add uevent for ${name}p2: $(cat "$T/uevents")"
+	[ "$(uevent_count remove "${name}p1")" -ge 1 ] || fail "no remove uevent for ${name}p1: $(cat "$T/uevents")"
+	[ "$(uevent_count remove "${name}p2")" -ge 1 ] || fail "no remove uevent for ${name}p2: $(cat "$T/uevents")"
+	[ "$(uevent_count change "$name")" -ge 2 ] ||
+		fail "expected change uevents for $name on attach and detach: $(cat "$T/uevents")"
+}
+
+# Without -P (and max_part=0) the table is not scanned.
+t_part_no_partscan_by_default() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	gpt_image "$T/img"
+	local dev name
+	dev=$(attach "$T/img")
+	name=$(basename "$dev")
+	assert_sys "$dev" loop/partscan 0
+	sleep 0.5
+	[ ! -e "/sys/block/$name/${name}p1" ] || fail "partitions scanned without -P"
+	# blockdev --rereadpt is refused on a device that suppresses partition scans.
+	assert_fails blockdev --rereadpt "$dev"
+	[ ! -e "/sys/block/$name/${name}p1" ] || fail "partitions appeared after --rereadpt"
+	detach "$dev"
+}
+
+# The change uevents of configure and detach, one device, no partitions.
+t_part_uevents_change() {
+	load_rust_loop
+	trap 'monitor_stop; cleanup_loops' EXIT
+	mkimg "$T/img" 8M
+	local dev name n
+	dev=$(free_loop)
+	name=$(basename "$dev")
+	monitor_start
+	lioctl "$dev" configure "$T/img"
+	sleep 1
+	n=$(uevent_count change "$name")
+	[ "$n" -ge 1 ] || fail "no change uevent for $name after LOOP_CONFIGURE: $(cat "$T/uevents")"
+	lioctl "$dev" clr-fd
+	wait_unbound "$dev"
+	sleep 1
+	[ "$(uevent_count change "$name")" -gt "$n" ] ||
+		fail "no change uevent for $name after LOOP_CLR_FD: $(cat "$T/uevents")"
+	monitor_stop
+}
+
+# LOOP_SET_STATUS64 with LO_FLAGS_PARTSCAN on a bound device scans the table.
+t_part_set_status_partscan() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	gpt_image "$T/img"
+	local dev name
+	dev=$(attach "$T/img")
+	name=$(basename "$dev")
+	assert_sys "$dev" loop/partscan 0
+	lioctl "$dev" set-status64 --flags 8
+	assert_sys "$dev" loop/partscan 1
+	wait_for 5 test -e "/sys/block/$name/${name}p2" || fail "no partitions after SET_STATUS64 PARTSCAN"
+	assert_file "/sys/block/$name/${name}p2/size" 32768
+	# Now a rescan works, and sees a changed table.
+	printf 'label: gpt\nstart=2048, size=8192\n' | sfdisk -q --no-reread "$dev" >/dev/null 2>&1 ||
+		fail "sfdisk on the device failed"
+	# BLKRRPART is EBUSY while a partition is open (udev probing them): settle and retry.
+	udevadm settle
+	wait_for 10 blockdev --rereadpt "$dev" || fail "blockdev --rereadpt failed: $(blockdev --rereadpt "$dev" 2>&1)"
+	wait_for 5 test ! -e "/sys/block/$name/${name}p2" || fail "p2 still there after the rescan"
+	assert_file "/sys/block/$name/${name}p1/size" 8192
+	detach "$dev"
+	wait_for 5 test ! -e "/sys/block/$name/${name}p1" || fail "p1 still there after detach"
+}
+
+# max_part=N: minors are spaced by 2^fls(N), every device scans partitions.
+t_part_max_part_param() {
+	load_rust_loop max_part=7
+	trap cleanup_loops EXIT
+	gpt_image "$T/img"
+	assert_file /sys/block/loop1/dev 7:8
+	assert_file /sys/block/loop2/dev 7:16
+	local dev=/dev/loop1
+	lioctl "$dev" set-fd "$T/img"
+	assert_sys "$dev" loop/partscan 1
+	wait_for 5 test -b /dev/loop1p2 || fail "/dev/loop1p2 did not appear with max_part=7"
+	assert_file /sys/block/loop1/loop1p1/dev 7:9
+	assert_file /sys/block/loop1/loop1p2/dev 7:10
+	assert_eq "$(devsize /dev/loop1p1)" $((8 << 20)) "size of loop1p1"
+	detach "$dev"
+	wait_for 5 test ! -e /sys/block/loop1/loop1p1 || fail "loop1p1 still there after detach"
+	# After detach the partscan flag is reset... and set again by the next bind.
+	lioctl "$dev" set-fd "$T/img"
+	assert_sys "$dev" loop/partscan 1
+	detach "$dev"
+}
+
+# Partitions added by hand (BLKPG, partx -a) on a device without partscan are removed at detach.
+t_part_blkpg_removed_at_detach() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	gpt_image "$T/img"
+	local dev name
+	dev=$(attach "$T/img")
+	name=$(basename "$dev")
+	partx -a "$dev" || fail "partx -a failed"
+	wait_for 5 test -e "/sys/block/$name/${name}p2" || fail "partx -a added no partitions"
+	assert_file "/sys/block/$name/${name}p1/start" 2048
+	detach "$dev"
+	wait_for 5 test ! -e "/sys/block/$name/${name}p1" || fail "BLKPG partition survived detach"
+	wait_for 5 test ! -e "/sys/block/$name/${name}p2" || fail "BLKPG partition survived detach"
+}

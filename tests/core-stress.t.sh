@@ -1,0 +1,204 @@
+# shellcheck shell=bash
+# Stress: open/close storms, LOOP_CHANGE_FD racing device add/remove, module unload vs. users.
+
+# 5000 open/close of an unbound device: still usable afterwards, no kernel warning.
+t_stress_open_close_unbound() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	python3 - /dev/loop3 <<-'EOF' || fail "open/close loop failed"
+		import os, sys
+		for i in range(5000):
+		    fd = os.open(sys.argv[1], os.O_RDONLY if i % 2 else os.O_RDWR)
+		    os.close(fd)
+	EOF
+	[ ! -d /sys/block/loop3/loop ] || fail "loop3 bound after open/close"
+	expect_errno ENXIO /dev/loop3 get-status64
+	fillimg "$T/img" 4
+	lioctl /dev/loop3 set-fd "$T/img"
+	cmp /dev/loop3 "$T/img" || fail "data through loop3 after the open/close storm"
+	detach /dev/loop3
+	lioctl /dev/loop-control ctl-remove 3 >/dev/null || fail "loop3 cannot be removed (leaked opener?)"
+}
+
+# The same on a bound device, with a read of the first sector each time.
+t_stress_open_close_bound() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 4
+	local dev
+	dev=$(attach "$T/img")
+	python3 - "$dev" "$T/img" <<-'EOF' || fail "open/read/close loop failed"
+		import os, sys
+		want = open(sys.argv[2], "rb").read(512)
+		for i in range(2000):
+		    fd = os.open(sys.argv[1], os.O_RDONLY)
+		    assert os.pread(fd, 512, 0) == want, i
+		    os.close(fd)
+	EOF
+	assert_sys "$dev" loop/backing_file "$T/img"
+	detach "$dev"
+}
+
+# LOOP_CHANGE_FD back and forth on one device while another is added and removed through
+# /dev/loop-control: only the expected errors, the data follows the last change.
+t_stress_change_fd_vs_add_remove() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/a" 4
+	fillimg "$T/b" 4
+	lioctl /dev/loop0 configure "$T/a" --flags 1
+	python3 - "$ROOT/tests" "$T" <<-'EOF' || fail "stress failed"
+		import os, sys, errno, time
+		sys.path.insert(0, sys.argv[1])
+		import loopioctl as L
+		t = sys.argv[2]
+		N = 300
+		pid = os.fork()
+		if pid == 0:
+		    # Child: add and remove loop20 through /dev/loop-control.
+		    ctl = os.open("/dev/loop-control", os.O_RDWR)
+		    bad = 0
+		    for i in range(N):
+		        for cmd in (L.LOOP_CTL_ADD, L.LOOP_CTL_REMOVE):
+		            try:
+		                L.ioctl(ctl, cmd, 20)
+		            except OSError as e:
+		                # EEXIST after a refused remove; EBUSY while udev has it open.
+		                if e.errno not in (errno.EEXIST, errno.EBUSY):
+		                    print("ctl error", cmd, errno.errorcode[e.errno], file=sys.stderr)
+		                    bad += 1
+		    os._exit(1 if bad else 0)
+		dev = os.open("/dev/loop0", os.O_RDONLY)
+		files = [os.open(t + "/a", os.O_RDONLY), os.open(t + "/b", os.O_RDONLY)]
+		for i in range(N):
+		    L.ioctl(dev, L.LOOP_CHANGE_FD, files[(i + 1) % 2])
+		_, status = os.waitpid(pid, 0)
+		assert status == 0, "child failed: %d" % status
+	EOF
+	# N is even: the last change was to a (i = N-1 -> files[0]).
+	assert_sys /dev/loop0 loop/backing_file "$T/a"
+	blockdev --flushbufs /dev/loop0
+	cmp /dev/loop0 "$T/a" || fail "loop0 data is not the last backing file's"
+	lioctl /dev/loop-control ctl-remove 20 >/dev/null 2>&1 || true
+	detach /dev/loop0
+}
+
+# Many LOOP_CONFIGURE / LOOP_CLR_FD cycles with different settings; the device ends clean.
+t_stress_configure_clear_cycles() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 4
+	python3 - "$ROOT/tests" "$T/img" <<-'EOF' || fail "cycles failed"
+		import os, sys, ctypes, errno, time
+		sys.path.insert(0, sys.argv[1])
+		import loopioctl as L
+		img = sys.argv[2]
+		data = open(img, "rb").read()
+		for i in range(200):
+		    dev = os.open("/dev/loop5", os.O_RDWR)
+		    f = os.open(img, os.O_RDWR)
+		    off = (i % 7) * 4096
+		    info = L.zero_info64()
+		    info["offset"] = off
+		    cfg = L.CONFIG.pack(f, (512, 1024, 4096, 0)[i % 4],
+		                        *L.INFO64.unpack(L.pack_info64(info)), *([0] * 8))
+		    # EBUSY while the previous binding is still there: udev may have had the device
+		    # open at our close, so the clear happens at its close instead. Retry for a while.
+		    for attempt in range(100):
+		        try:
+		            L.ioctl(dev, L.LOOP_CONFIGURE, ctypes.create_string_buffer(cfg, L.CONFIG.size))
+		            break
+		        except OSError as e:
+		            if e.errno != errno.EBUSY or attempt == 99:
+		                raise
+		            time.sleep(0.05)
+		    os.close(f)
+		    got = os.pread(dev, 4096, 0)
+		    assert got == data[off:off + 4096], "data of cycle %d" % i
+		    L.ioctl(dev, L.LOOP_CLR_FD, 0)
+		    os.close(dev)
+	EOF
+	wait_unbound /dev/loop5
+	assert_sys /dev/loop5 queue/logical_block_size 512
+	assert_sys /dev/loop5 size 0
+	lioctl /dev/loop-control ctl-remove 5 >/dev/null || fail "loop5 cannot be removed after the cycles"
+}
+
+# The module cannot be unloaded while a device is bound or open; it can after.
+t_stress_module_unload_busy() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	local mod
+	mod=$(loop_module)
+	mkimg "$T/img" 4M
+	lioctl /dev/loop0 set-fd "$T/img"
+	assert_fails rmmod "$mod"
+	[ -d "/sys/module/$mod" ] || fail "module unloaded with a bound device"
+	lioctl /dev/loop0 clr-fd
+	wait_unbound /dev/loop0
+	udevadm settle
+	exec 3</dev/loop1
+	assert_fails rmmod "$mod"
+	[ -d "/sys/module/$mod" ] || fail "module unloaded with an open device"
+	exec 3<&-
+	udevadm settle
+	# Open /dev/loop-control.
+	exec 4</dev/loop-control
+	assert_fails rmmod "$mod"
+	[ -d "/sys/module/$mod" ] || fail "module unloaded with /dev/loop-control open"
+	exec 4<&-
+	udevadm settle
+	rmmod "$mod" || fail "rmmod after detach and close failed"
+	[ ! -d "/sys/module/$mod" ] || fail "module still loaded"
+	[ ! -e /sys/block/loop0 ] || fail "loop0 left after rmmod"
+	load_rust_loop
+	lioctl /dev/loop0 set-fd "$T/img"
+	detach /dev/loop0
+}
+
+# A mounted file system also pins the module; a device that autoclears frees it.
+t_stress_module_unload_mounted() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	local mod
+	mod=$(loop_module)
+	mkimg "$T/img" 32M
+	mkfs.ext4 -q -F "$T/img"
+	mkdir -p "$T/mnt"
+	mount -o loop "$T/img" "$T/mnt"
+	assert_fails rmmod "$mod"
+	umount "$T/mnt"
+	udevadm settle
+	wait_for 5 rmmod "$mod" || fail "rmmod after umount of an autoclear loop mount failed"
+}
+
+# Concurrent I/O and reconfiguration (status changes, capacity, block size): no error, no warning.
+t_stress_io_during_reconfigure() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	mkimg "$T/img" 64M
+	local dev fpid i
+	dev=$(attach "$T/img")
+	# Held open for the whole test: the autoclear set below must not unbind the device when a
+	# loopioctl.py call happens to be the last closer (e.g. before fio has opened it).
+	exec 3<"$dev"
+	# Not time_based: a time_based randrw run rewrites blocks and fio's verify then reports
+	# stale headers even on loop.c. Write everything with verification, then read it back.
+	fio --name=bg --filename="$dev" --ioengine=libaio --iodepth=8 --direct=1 --rw=randwrite \
+		--bs=4k --size=24M --verify=crc32c --do_verify=1 --verify_fatal=1 \
+		--verify_state_save=0 --output="$T/fio.out" &
+	fpid=$!
+	for i in $(seq 200); do
+		kill -0 $fpid 2>/dev/null || break
+		lioctl "$dev" set-status64 --flags 4 >/dev/null
+		lioctl "$dev" set-status64 --flags 0 >/dev/null
+		lioctl "$dev" set-capacity
+		lioctl "$dev" get-status64 >/dev/null
+		lioctl "$dev" set-direct-io 0
+	done
+	log "$i reconfiguration rounds during fio"
+	wait $fpid || fail "fio failed during reconfiguration: $(tail -20 "$T/fio.out")"
+	exec 3<&-
+	grep -q 'err= 0' "$T/fio.out" || fail "fio: $(grep err= "$T/fio.out")"
+	detach "$dev"
+}
