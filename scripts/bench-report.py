@@ -44,12 +44,24 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
     ap.add_argument("--vm-seconds", type=float, default=None)
+    ap.add_argument("--host-load", default=None, help="host-load.txt from bench.sh")
     a = ap.parse_args()
     with open(a.json) as f:
         res = json.load(f)
     meta = res["meta"]
     if a.vm_seconds is not None:
         meta["vm_s"] = a.vm_seconds
+    if a.host_load and os.path.exists(a.host_load):
+        rows = []
+        with open(a.host_load) as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 3:
+                    rows.append((float(p[1]), int(p[2])))
+        if rows:
+            meta["host_load1_mean"] = round(statistics.fmean(r[0] for r in rows), 2)
+            meta["host_load1_max"] = max(r[0] for r in rows)
+            meta["host_qemu_max"] = max(r[1] for r in rows)
     out_dir = os.path.dirname(os.path.abspath(a.json))
     samples = res["samples"]
     workloads = meta["workloads"]
@@ -61,9 +73,15 @@ def main():
     for s in samples:
         groups.setdefault((s["driver"], s["backing"], s["mode"], s["workload"]), []).append(s)
     medians = {}
+    spreads = []
     for k, ss in groups.items():
         m = {x: med([s.get(x) for s in ss]) for x in METRICS}
         m["n"] = len(ss)
+        iops = [s["iops"] for s in ss if s.get("iops")]
+        if len(iops) > 1 and m["iops"]:
+            m["iops_min"], m["iops_max"] = min(iops), max(iops)
+            m["iops_spread"] = (max(iops) - min(iops)) / m["iops"]
+            spreads.append(m["iops_spread"])
         m["dio"] = ss[0].get("dev_dio")
         medians[k] = m
 
@@ -129,8 +147,8 @@ def main():
     L.append(f"- taken {meta['date']} on kernel {meta['kernel']}, {meta.get('accel', '?')}, "
              f"{meta['cpus']} vCPUs ({meta['cpu_model']}), {meta['mem_total_kib'] // 1024} MiB guest RAM; "
              f"git {meta.get('git') or '?'}")
-    L.append(f"- {meta['rounds']} rounds (driver order rotated each round), {meta['runtime_s']:g} s per "
-             f"cell, medians over rounds; {meta['file_mib']} MiB preconditioned backing file on XFS "
+    L.append(f"- {meta['rounds']} round(s) of {meta['runtime_s']:g} s cells, drivers alternating within "
+             f"each backing/mode group, medians over rounds; {meta['file_mib']} MiB preconditioned backing file on XFS "
              f"on the virtio disk (`disk`) and on a memory-backed null_blk (`nullb`)")
     L.append(f"- {meta['fio']}; rublk: {meta.get('rublk') or 'not available'}"
              + (f" (options {' '.join(meta['ublk_opts'])})" if meta.get("ublk_opts") else ""))
@@ -138,6 +156,15 @@ def main():
     if meta.get("vm_s") is not None:
         t.append(f"VM total {meta['vm_s']:.0f} s")
     L.append(f"- time: {', '.join(t)}")
+    if meta.get("host_load1_mean") is not None:
+        L.append(f"- host load during the run: 1-min load average mean {meta['host_load1_mean']}, "
+                 f"max {meta['host_load1_max']} on {meta['cpus']} cores; up to "
+                 f"{meta['host_qemu_max']} qemu processes (this VM included)")
+    if spreads:
+        meta["iops_spread_median"] = statistics.median(spreads)
+        meta["iops_spread_max"] = max(spreads)
+        L.append(f"- run-to-run noise: (max - min) / median IOPS of a cell across rounds is "
+                 f"{statistics.median(spreads):.0%} in the median cell, {max(spreads):.0%} at worst")
     L.append("- absolute numbers under TCG mean little: read the ratios. The raw file is always read "
              "with O_DIRECT, so `rust_loop/raw` in buffered rows compares against the dio limit.")
     for n in res.get("notes", []):

@@ -12,7 +12,8 @@
 #   BENCH_FILE_MB=1024*   size of each backing file       (quick: 256)
 #   BENCH_PAGECACHE_MB    data read by the page-cache test (default: BENCH_FILE_MB)
 #   BENCH_WORKLOADS*      comma list of workloads (default all six; quick: randread-4k-qd32,
-#                         seqread-1m-qd8, rw-4k-qd16-12jobs)
+#                         rw-4k-qd16-12jobs)
+#   BENCH_STAGE_FIO=1*    copy fio + libraries to the guest's tmpfs first (quick: 0)
 #   BENCH_DRIVERS, BENCH_BACKINGS, BENCH_MODES   subsets of raw,loop,rust_loop,ublk / disk,nullb /
 #                         buffered,dio
 #   BENCH_RUBLK_VERSION=0.2.15   rublk from crates.io, built once into $RUST_LOOP_CACHE/rublk
@@ -25,7 +26,7 @@ start=$(date +%s)
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	: "${BENCH_RUNTIME:=1}" "${BENCH_ROUNDS:=1}" "${BENCH_FILE_MB:=256}"
-	: "${BENCH_WORKLOADS:=randread-4k-qd32,seqread-1m-qd8,rw-4k-qd16-12jobs}"
+	: "${BENCH_WORKLOADS:=randread-4k-qd32,rw-4k-qd16-12jobs}" "${BENCH_STAGE_FIO:=0}"
 fi
 BENCH_RUNTIME=${BENCH_RUNTIME:-3}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
@@ -85,7 +86,7 @@ mkdir -p "$img_dir" "$OUT"
 img=$img_dir/disk.img
 rm -f "$img"
 truncate -s $(((BENCH_FILE_MB * 5 / 4 + 512) * 1024 * 1024)) "$img"
-rm -f "$OUT/bench.json" "$OUT/summary.md" "$OUT/ratios.png"
+rm -f "$OUT/bench.json" "$OUT/summary.md" "$OUT/ratios.png" "$OUT/host-load.txt"
 
 accel=TCG
 [ "${RUST_LOOP_KVM:-0}" = 1 ] && accel=KVM
@@ -93,19 +94,29 @@ git_desc=$(git describe --always --dirty 2>/dev/null || echo unknown)
 say "bench: ${BENCH_ROUNDS} rounds x ${BENCH_RUNTIME}s cells, ${BENCH_FILE_MB} MiB backing files ($accel, ${VM_CPUS:-2} vCPUs, ${BENCH_VM_MEM:-4G})"
 vm_start=$(date +%s)
 status=0
+# The host's load while the VM runs (other VMs on a shared machine skew TCG numbers): sampled
+# every 10 s into host-load.txt ("epoch load1 qemu-processes"), summarised by the report.
+(while :; do
+	echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg) $(pgrep -c qemu-system || true)"
+	sleep 10
+done) >"$OUT/host-load.txt" 2>/dev/null &
+sampler=$!
+trap 'kill "$sampler" 2>/dev/null || true' EXIT
 bash scripts/vm.sh --disk "$img" --mem "${BENCH_VM_MEM:-4G}" -- env \
 	BENCH_RUNTIME="$BENCH_RUNTIME" BENCH_ROUNDS="$BENCH_ROUNDS" BENCH_FILE_MB="$BENCH_FILE_MB" \
 	BENCH_PAGECACHE_MB="$BENCH_PAGECACHE_MB" BENCH_WORKLOADS="${BENCH_WORKLOADS:-}" \
 	BENCH_DRIVERS="${BENCH_DRIVERS:-}" BENCH_BACKINGS="${BENCH_BACKINGS:-}" \
 	BENCH_MODES="${BENCH_MODES:-}" BENCH_RUBLK="$rublk" BENCH_RUBLK_NOTE="$rublk_note" \
-	BENCH_UBLK_OPTS="${BENCH_UBLK_OPTS:-}" BENCH_ACCEL="$accel" BENCH_GIT="$git_desc" \
+	BENCH_UBLK_OPTS="${BENCH_UBLK_OPTS:-}" BENCH_STAGE_FIO="${BENCH_STAGE_FIO:-1}" BENCH_ACCEL="$accel" BENCH_GIT="$git_desc" \
 	BENCH_OUT="$OUT" python3 scripts/guest-bench.py || status=$?
 vm_secs=$(($(date +%s) - vm_start))
+kill "$sampler" 2>/dev/null || true
 rm -f "$img"
 [ -f "$OUT/bench.json" ] || die "the guest wrote no $OUT/bench.json (exit status $status)"
 [ $status = 0 ] || say "bench: the guest exited with status $status; reporting what it recorded"
 
-"$py" scripts/bench-report.py "$OUT/bench.json" --vm-seconds "$vm_secs" ||
+"$py" scripts/bench-report.py "$OUT/bench.json" --vm-seconds "$vm_secs" \
+	--host-load "$OUT/host-load.txt" ||
 	die "bench-report.py failed"
 say "bench: done in $(($(date +%s) - start))s (VM ${vm_secs}s): $OUT/summary.md, $OUT/ratios.png, $OUT/bench.json"
 # A MISS never fails the bench; a guest that could not finish (set-up error, crash) does.

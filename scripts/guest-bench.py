@@ -5,14 +5,15 @@
 Prepares two XFS backing files (one on the virtio disk /dev/sda, one on a memory-backed null_blk
 device), then runs every fio cell against each target — the raw backing file with O_DIRECT, the C
 loop.ko, rust_loop.ko and the rublk ublk loop target — in buffered and dio mode, for BENCH_ROUNDS
-rounds with the driver order rotated each round. Each cell also records the /proc/stat context
+rounds. The drivers alternate within each (backing, mode) group, in an order rotated from group to
+group (loop.ko and rust_loop.ko both use major 7: only one is loaded at a time). Each cell also records the /proc/stat context
 switch and CPU-time deltas. Then it measures the page-cache growth of an O_DIRECT read through
 each driver in each mode. Every sample goes to $BENCH_OUT/bench.json, rewritten after each cell;
 scripts/bench-report.py turns it into the tables, the chart and the PASS/MISS verdicts.
 
 Environment (scripts/bench.sh sets them; defaults in brackets):
   BENCH_RUNTIME [3]        seconds per fio cell
-  BENCH_ROUNDS [3]         rounds (driver order rotated each round; medians over rounds)
+  BENCH_ROUNDS [3]         rounds (medians over rounds)
   BENCH_FILE_MB [1024]     size of each backing file
   BENCH_PAGECACHE_MB [=BENCH_FILE_MB]   data read by the page-cache test
   BENCH_DRIVERS [raw,loop,rust_loop,ublk]  BENCH_BACKINGS [disk,nullb]  BENCH_MODES [buffered,dio]
@@ -21,6 +22,7 @@ Environment (scripts/bench.sh sets them; defaults in brackets):
   BENCH_RUBLK_NOTE         why rublk is missing (recorded in the JSON)
   BENCH_UBLK_OPTS          extra `rublk add loop` options (default: none, i.e. rublk's defaults)
   BENCH_DISK [/dev/vda or /dev/sda]    the virtio disk (vm.sh --disk) for the XFS backing
+  BENCH_STAGE_FIO [1]      copy fio and its libraries to tmpfs first (faster starts; costs ~20 s)
   BENCH_OUT [results/bench]
 """
 
@@ -130,6 +132,17 @@ def drop_caches():
     write("/proc/sys/vm/drop_caches", "3")
 
 
+def drop_file_cache(path):
+    """Writes back and evicts one file's page cache. Cheaper and more targeted than drop_caches,
+    which would also evict fio's own libraries (re-read over 9p on each start under TCG)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 HZ = os.sysconf("SC_CLK_TCK")
 FIO = ["fio"]
 
@@ -226,9 +239,6 @@ class Raw:
     def load(self):
         pass
 
-    def unload(self):
-        pass
-
     def attach(self, file, mode):
         return file, {"dio": 1}
 
@@ -243,6 +253,8 @@ class Loop:
         self.name = name
 
     def load(self):
+        if os.path.isdir(f"/sys/module/{self.name}"):
+            return
         unload_loop_drivers()
         if self.name == "loop":
             sh(["modprobe", "loop"])
@@ -252,9 +264,6 @@ class Loop:
             if os.path.exists("/dev/loop-control"):
                 break
             time.sleep(0.1)
-
-    def unload(self):
-        unload_loop_drivers()
 
     def attach(self, file, mode):
         dio = "on" if mode == "dio" else "off"
@@ -283,9 +292,6 @@ class Ublk:
 
     def load(self):
         sh(["modprobe", "ublk_drv"])
-
-    def unload(self):
-        pass
 
     def attach(self, file, mode):
         args = [RUBLK, "add", "loop", "-n", str(self.ID), "-f", file, "--foreground"] + UBLK_OPTS
@@ -345,8 +351,10 @@ def fio_args(dev, wl, is_file):
     return args
 
 
-def run_cell(dev, wl, is_file):
-    drop_caches()
+def run_cell(dev, wl, backing_file, is_file):
+    # Every cell starts with none of the backing file in the page cache, and its writes are
+    # written back after the measurement, outside it.
+    drop_file_cache(backing_file)
     args = fio_args(dev, wl, is_file)
     b0, t0, c0 = proc_stat()
     w0 = time.monotonic()
@@ -377,8 +385,8 @@ def run_cell(dev, wl, is_file):
         "cpu_us_per_io": (b1 - b0) * 1e6 / HZ / ios if ios else None,
         "wall_s": wall,
     }
-    if "w" in WORKLOADS[wl]["rw"]:
-        os.sync()  # write back outside the measurement, so the next cell starts clean
+    drop_file_cache(backing_file)
+    s["after_s"] = time.monotonic() - w0 - wall
     return s
 
 
@@ -450,7 +458,10 @@ def main():
         os.replace(tmp, result_path)
 
     save()
-    stage_fio()
+    if ENV.get("BENCH_STAGE_FIO", "1") == "1":
+        t = time.monotonic()
+        stage_fio()
+        log(f"fio: staged to tmpfs in {time.monotonic() - t:.1f}s")
     files = setup_backings()
     res["meta"]["setup_s"] = round(time.monotonic() - T0, 1)
 
@@ -464,21 +475,35 @@ def main():
     log(f"{total} cells: {ROUNDS} rounds x {per_round} ({', '.join(active)}; "
         f"{', '.join(files)}; {', '.join(MODES)}; {len(WL_NAMES)} workloads), {RUNTIME:g}s each")
 
+    def load(dname):
+        """Loads a driver (swapping loop.ko and rust_loop.ko as needed); False on failure."""
+        try:
+            drivers[dname].load()
+            return True
+        except Exception as e:  # noqa: BLE001 - record and go on with the other drivers
+            msg = f"{dname}: load failed: {e}"
+            log("ERROR: " + msg)
+            res["errors"].append(msg)
+            return False
+
+    # Drivers alternate within each (backing, mode) group, in an order rotated from group to
+    # group and round to round, so that a slow drift of the machine (TCG, a shared host) spreads
+    # over all of them instead of landing on whichever ran last.
+    group = 0
     for rnd in range(ROUNDS):
-        order = active[rnd % len(active):] + active[:rnd % len(active)]
-        log(f"round {rnd + 1}/{ROUNDS}: order {' -> '.join(order)}")
-        for dname in order:
-            drv = drivers[dname]
-            try:
-                drv.load()
-            except Exception as e:  # noqa: BLE001 - record and go on with the other drivers
-                msg = f"round {rnd + 1} {dname}: load failed: {e}"
-                log("ERROR: " + msg)
-                res["errors"].append(msg)
-                done += len(files) * len(modes_of(dname)) * len(WL_NAMES)
-                continue
-            for backing, file in files.items():
-                for mode in modes_of(dname):
+        log(f"round {rnd + 1}/{ROUNDS}")
+        for backing, file in files.items():
+            for mode in MODES:
+                ds = [d for d in active if mode in modes_of(d)]
+                k = group % len(ds)
+                group += 1
+                order = ds[k:] + ds[:k]
+                log(f"round {rnd + 1}: {backing} {mode}: {' -> '.join(order)}")
+                for dname in order:
+                    drv = drivers[dname]
+                    if not load(dname):
+                        done += len(WL_NAMES)
+                        continue
                     try:
                         dev, info = drv.attach(file, mode)
                     except Exception as e:  # noqa: BLE001
@@ -495,48 +520,55 @@ def main():
                     for wl in WL_NAMES:
                         done += 1
                         cell = {"round": rnd + 1, "driver": dname, "backing": backing,
-                                "mode": mode, "workload": wl, **{f"dev_{k}": v for k, v in info.items()}}
+                                "mode": mode, "workload": wl,
+                                **{f"dev_{k}": v for k, v in info.items()}}
                         try:
-                            cell.update(run_cell(dev, wl, dname == "raw"))
+                            cell["t_s"] = round(time.monotonic() - bench_t0, 1)
+                            cell.update(run_cell(dev, wl, file, dname == "raw"))
                         except Exception as e:  # noqa: BLE001
                             msg = f"round {rnd + 1} {dname} {backing} {mode} {wl}: {e}"
                             log("ERROR: " + msg)
                             res["errors"].append(msg)
                             continue
                         res["samples"].append(cell)
-                        save()
                         el = time.monotonic() - bench_t0
                         eta = el / done * (total - done)
                         log(f"{done:3d}/{total} r{rnd + 1} {dname:9s} {backing:5s} {mode:8s} "
                             f"{wl:18s} {cell['iops']:9.0f} IOPS {cell['bw_mib_s']:7.1f} MiB/s "
-                            f"{cell['ctxt_per_io']:5.2f} ctx/IO {cell['cpu_us_per_io']:7.1f} us CPU/IO"
+                            f"{cell['ctxt_per_io']:6.2f} ctx/IO {cell['cpu_us_per_io']:8.1f} us CPU/IO"
                             f"  (ETA {int(eta // 60)}:{int(eta % 60):02d})")
                     drv.detach(dev)
-            if rnd == 0 and "disk" in files:
-                # page-cache growth of reading through this driver, once, on the disk backing
-                for mode in modes_of(dname):
-                    try:
-                        dev, info = drv.attach(files["disk"], mode)
-                        try:
-                            pc = pagecache_read(dev)
-                        finally:
-                            drv.detach(dev)
-                    except Exception as e:  # noqa: BLE001
-                        msg = f"pagecache {dname} {mode}: {e}"
-                        log("ERROR: " + msg)
-                        res["errors"].append(msg)
-                        continue
-                    pc.update({"driver": dname, "backing": "disk", "mode": mode,
-                               "dev_dio": info.get("dio")})
-                    res["pagecache"].append(pc)
                     save()
-                    log(f"page cache: {dname:9s} {mode:8s} read {pc['read_mib']} MiB O_DIRECT -> "
-                        f"Cached +{pc['growth_mib']:.1f} MiB ({pc['secs']:.1f}s)")
-            try:
-                drv.unload()
-            except Exception as e:  # noqa: BLE001
-                res["errors"].append(f"round {rnd + 1} {dname}: unload failed: {e}")
-                log(f"ERROR: unload {dname}: {e}")
+
+    # Page-cache growth of an O_DIRECT read through each driver in each mode, on the disk backing.
+    if "disk" in files:
+        log(f"page cache: O_DIRECT read of {PAGECACHE_MB} MiB through each driver, caches dropped first")
+        for dname in active:
+            if not load(dname):
+                continue
+            drv = drivers[dname]
+            for mode in modes_of(dname):
+                try:
+                    dev, info = drv.attach(files["disk"], mode)
+                    try:
+                        pc = pagecache_read(dev)
+                    finally:
+                        drv.detach(dev)
+                except Exception as e:  # noqa: BLE001
+                    msg = f"pagecache {dname} {mode}: {e}"
+                    log("ERROR: " + msg)
+                    res["errors"].append(msg)
+                    continue
+                pc.update({"driver": dname, "backing": "disk", "mode": mode,
+                           "dev_dio": info.get("dio")})
+                res["pagecache"].append(pc)
+                save()
+                log(f"page cache: {dname:9s} {mode:8s} read {pc['read_mib']} MiB O_DIRECT -> "
+                    f"Cached +{pc['growth_mib']:.1f} MiB ({pc['secs']:.1f}s)")
+    try:
+        unload_loop_drivers()
+    except Exception as e:  # noqa: BLE001
+        res["errors"].append(f"unload: {e}")
 
     res["meta"]["bench_s"] = round(time.monotonic() - bench_t0, 1)
     res["meta"]["total_s"] = round(time.monotonic() - T0, 1)
