@@ -18,6 +18,8 @@ mod control;
 mod device;
 #[path = "rust_loop/ioctl.rs"]
 mod ioctl;
+#[path = "rust_loop/stats.rs"]
+mod stats;
 #[path = "rust_loop/sysfs.rs"]
 mod sysfs;
 #[path = "uapi/loop.rs"]

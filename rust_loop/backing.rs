@@ -9,6 +9,7 @@ use kernel::{bindings, prelude::*};
 // `include/linux/fs.h`: typed `fmode_t` macros that bindgen does not export.
 const FMODE_WRITE: u32 = 1 << 1;
 const FMODE_CAN_ODIRECT: u32 = 1 << 22;
+const FMODE_NOWAIT: u32 = 1 << 27;
 // `include/uapi/linux/falloc.h`.
 /// Keep the file size when allocating or punching.
 pub(crate) const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -23,6 +24,25 @@ const S_IFBLK: u16 = bindings::S_IFBLK as u16;
 /// The `__GFP_IO | __GFP_FS` bits cleared from the backing mapping while bound (page cache
 /// allocations for the backing file must not recurse into the loop device).
 const GFP_IO_FS: u32 = (1 << bindings::___GFP_IO_BIT) | (1 << bindings::___GFP_FS_BIT);
+
+// rust_loop/helpers.c: static inline kernel functions (`struct kiocb *` arguments, passed as
+// `void *` because `struct kiocb` contains zero-sized C members).
+extern "C" {
+    fn rust_loop_kiocb_start_write(iocb: *mut core::ffi::c_void);
+    fn rust_loop_kiocb_start_write_trylock(iocb: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_kiocb_end_write(iocb: *mut core::ffi::c_void);
+}
+
+/// Drops freeze protection taken for an asynchronous write on `iocb`'s file.
+///
+/// # Safety
+///
+/// `iocb` must hold protection from [`BackingFile::start_write`] or
+/// [`BackingFile::start_write_trylock`], and its file must still be open.
+pub(crate) unsafe fn kiocb_end_write(iocb: *mut bindings::kiocb) {
+    // SAFETY: Forwarded from the caller.
+    unsafe { rust_loop_kiocb_end_write(iocb.cast()) }
+}
 
 /// Direction of a data transfer on the backing file.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -200,6 +220,11 @@ impl BackingFile {
         self.raw().f_mode & FMODE_CAN_ODIRECT != 0
     }
 
+    /// Whether the file supports non-blocking I/O attempts (`FMODE_NOWAIT`).
+    pub(crate) fn can_nowait(&self) -> bool {
+        self.raw().f_mode & FMODE_NOWAIT != 0
+    }
+
     fn path(&self) -> *const bindings::path {
         // SAFETY: `f_path` is set for an open file; taking its address reads nothing.
         unsafe { &raw const (*self.file.as_ptr()).__bindgen_anon_1.f_path }
@@ -335,6 +360,41 @@ impl BackingFile {
                 Dir::Write => bindings::vfs_iter_write(self.as_raw(), iter, &mut ppos, 0),
             }
         }
+    }
+
+    /// Submits `iocb` (prepared for this file) with `read_iter`/`write_iter`; returns the bytes
+    /// transferred, `-EIOCBQUEUED` when `ki_complete` will report the result, or a negative
+    /// errno.
+    pub(crate) fn rw_kiocb(&self, dir: Dir, iocb: &mut bindings::kiocb, iter: &mut bindings::iov_iter) -> isize {
+        let op = match dir {
+            Dir::Read => self.f_op().read_iter,
+            Dir::Write => self.f_op().write_iter,
+        };
+        match op {
+            // SAFETY: The file is open; `iocb` targets it and `iter` describes pages that stay
+            // alive until the kiocb completes.
+            Some(f) => unsafe { f(iocb, iter) },
+            None => -(bindings::EINVAL as isize),
+        }
+    }
+
+    /// Takes freeze protection of the file's filesystem for an asynchronous write
+    /// (`kiocb_start_write`); may sleep while the filesystem is frozen.
+    pub(crate) fn start_write(&self, iocb: &mut bindings::kiocb) {
+        // SAFETY: `iocb.ki_filp` is this open file.
+        unsafe { rust_loop_kiocb_start_write((iocb as *mut bindings::kiocb).cast()) }
+    }
+
+    /// As [`Self::start_write`] but fails instead of sleeping.
+    pub(crate) fn start_write_trylock(&self, iocb: &mut bindings::kiocb) -> bool {
+        // SAFETY: `iocb.ki_filp` is this open file.
+        unsafe { rust_loop_kiocb_start_write_trylock((iocb as *mut bindings::kiocb).cast()) }
+    }
+
+    /// Drops freeze protection taken by [`Self::start_write`] (`kiocb_end_write`).
+    pub(crate) fn end_write(&self, iocb: &mut bindings::kiocb) {
+        // SAFETY: Protection was taken on `iocb`.
+        unsafe { kiocb_end_write(iocb) }
     }
 
     /// `vfs_fsync`.

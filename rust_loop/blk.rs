@@ -128,6 +128,20 @@ impl Request {
         unsafe { (*self.as_raw()).__data_len }
     }
 
+    /// Whether the request carries more than one bio (it was merged).
+    pub(crate) fn is_multi_bio(&self) -> bool {
+        // SAFETY: By the type invariant the request is valid.
+        unsafe { (*self.as_raw()).bio != (*self.as_raw()).biotail }
+    }
+
+    /// The request's I/O priority (`req_get_ioprio`: that of its first bio).
+    pub(crate) fn ioprio(&self) -> u16 {
+        self.bios().next().map_or(0, |b| {
+            // SAFETY: The bio is valid for the request's lifetime.
+            unsafe { (*b.as_raw()).bi_ioprio }
+        })
+    }
+
     /// The request's bios, in order.
     pub(crate) fn bios(&self) -> Bios<'_> {
         // SAFETY: By the type invariant the request is valid.
@@ -247,6 +261,23 @@ impl Iterator for BvecIter<'_> {
     }
 }
 
+/// Whether the current task is inside a filesystem transaction (`current->journal_info`):
+/// submitting to a backing filesystem from there would nest its transaction in ours.
+pub(crate) fn in_fs_transaction() -> bool {
+    // SAFETY: `get_current` returns the running task, which reads its own field.
+    unsafe { !(*bindings::get_current()).journal_info.is_null() }
+}
+
+/// Bytes of kernel stack left below the current frame.
+pub(crate) fn stack_remaining() -> usize {
+    let marker = 0u8;
+    let sp = core::ptr::addr_of!(marker) as usize;
+    // SAFETY: `get_current` returns the running task; `stack` is the base (lowest address) of
+    // its kernel stack, which grows down.
+    let base = unsafe { (*bindings::get_current()).stack } as usize;
+    sp.saturating_sub(base)
+}
+
 /// A request queue of a disk this driver created.
 ///
 /// # Invariants
@@ -314,6 +345,12 @@ impl Queue {
         frozen(&guard);
         drop(guard);
         to_result(rc)
+    }
+
+    /// Whether rq-qos policies (wbt, iolatency, iocost) are attached to the queue.
+    pub(crate) fn has_rq_qos(&self) -> bool {
+        // SAFETY: The queue is valid; the pointer is only compared with null.
+        unsafe { !core::ptr::read_volatile(&raw const (*self.as_raw()).rq_qos).is_null() }
     }
 
     /// A copy of the current limits.
@@ -464,6 +501,8 @@ pub(crate) struct DiskConfig {
     pub(crate) flags: u32,
     /// Initial `max_hw_sectors`.
     pub(crate) max_hw_sectors: u32,
+    /// Initial `max_segments`.
+    pub(crate) max_segments: u16,
     /// Whether in-kernel partition scanning is suppressed (`GD_SUPPRESS_PART_SCAN`).
     pub(crate) suppress_part_scan: bool,
 }
@@ -510,6 +549,7 @@ impl<T: DiskOps> Disk<T> {
         // SAFETY: All-zero limits mean "defaults" to `__blk_mq_alloc_disk`.
         let mut lim: bindings::queue_limits = unsafe { core::mem::zeroed() };
         lim.max_hw_sectors = cfg.max_hw_sectors;
+        lim.max_segments = cfg.max_segments;
         let key = kernel::static_lock_class!();
         // SAFETY: `set` is an allocated tag set; `lim` is a valid limits structure; the lock
         // class key is static.

@@ -2,22 +2,32 @@
 
 //! [`LoopCmd`]: the per-request data, and what a command does on the backing file.
 //!
-//! Path of one request: `queue_rq` starts it and queues its work item on the device's
-//! `kthread_worker`; the worker runs [`LoopCmd::run`] (read/write/flush/discard/write-zeroes on the
-//! backing file), stores the result and calls `blk_mq_complete_request`; `complete` then ends the
-//! request, zero-filling whatever a short read did not cover. A command is only ever in one of
-//! these places at a time.
+//! Path of one request. Buffered mode: `queue_rq` starts it and queues its work item on the
+//! device's `kthread_worker`; the worker runs [`LoopCmd::run`] (read/write/flush/discard/
+//! write-zeroes on the backing file), stores the result and calls `blk_mq_complete_request`;
+//! `complete` then ends the request, zero-filling whatever a short read did not cover.
+//!
+//! Direct-I/O mode: reads and writes become an `IOCB_DIRECT` kiocb on the backing file, built
+//! over the request's own pages, completed through `ki_complete`. `queue_rq` first submits it
+//! itself with `IOCB_NOWAIT` when that is safe (see [`LoopCmd::nowait_allowed`]); `-EAGAIN`,
+//! returned at once or through `ki_complete`, hands the command to the worker, which submits it
+//! again without `IOCB_NOWAIT`. A command is only ever in one of these places at a time.
 
 use crate::{
     backing::{BackingFile, Dir, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE},
     blk::{BlkStatus, Bio, ReqOp, Request},
-    device::LoopDevice,
+    device::{IoState, LoopDevice},
     worker::KthreadWork,
 };
-use core::sync::atomic::{AtomicIsize, Ordering};
-use kernel::bindings;
+use core::{
+    cell::UnsafeCell,
+    sync::atomic::{AtomicIsize, AtomicU32, Ordering},
+};
+use kernel::{bindings, prelude::*};
 
 const EIO: isize = -(bindings::EIO as isize);
+const EAGAIN: isize = -(bindings::EAGAIN as isize);
+const EIOCBQUEUED: isize = -(bindings::EIOCBQUEUED as isize);
 const EOPNOTSUPP: isize = -(bindings::EOPNOTSUPP as isize);
 
 /// The per-request data (blk-mq PDU) of a loop device.
@@ -27,6 +37,28 @@ pub(crate) struct LoopCmd {
     work: KthreadWork,
     /// Result of the command: bytes transferred (reads and writes), 0, or a negative errno.
     ret: AtomicIsize,
+    /// References on a direct-I/O submission: one for the submitter, one for `ki_complete`;
+    /// whoever drops the last one finishes the command.
+    refs: AtomicU32,
+    /// State of a direct-I/O submission.
+    dio: UnsafeCell<DioState>,
+}
+
+/// A direct-I/O submission of a command.
+///
+/// # Invariants
+///
+/// Accessed only by the context that owns the command: `queue_rq` or the worker before and
+/// during submission, and whoever drops the last of [`LoopCmd::refs`] after it.
+struct DioState {
+    /// The kiocb handed to the backing file; its `ki_complete` is [`LoopCmd::dio_complete`].
+    iocb: bindings::kiocb,
+    /// The bvec table of a merged (multi-bio) request, freed at completion.
+    bvecs: Option<KVec<bindings::bio_vec>>,
+    /// The submission used `IOCB_NOWAIT` (from `queue_rq`).
+    nowait: bool,
+    /// Freeze protection was taken for a write (`kiocb_start_write`).
+    write_started: bool,
 }
 
 impl LoopCmd {
@@ -40,6 +72,14 @@ impl LoopCmd {
         unsafe {
             KthreadWork::init(&raw mut (*cmd).work, Self::work_fn);
             (&raw mut (*cmd).ret).write(AtomicIsize::new(0));
+            (&raw mut (*cmd).refs).write(AtomicU32::new(0));
+            (&raw mut (*cmd).dio).write(UnsafeCell::new(DioState {
+                // SAFETY: All-zero is a valid `kiocb`.
+                iocb: core::mem::zeroed(),
+                bvecs: None,
+                nowait: false,
+                write_started: false,
+            }));
         }
     }
 
@@ -48,11 +88,6 @@ impl LoopCmd {
         // SAFETY: Every request of a loop device's tag set carries a `LoopCmd` PDU, initialised
         // in `init_request`.
         unsafe { &*rq.pdu::<LoopCmd>() }
-    }
-
-    /// The work item that runs this command on the device's worker.
-    pub(crate) fn work(&self) -> &KthreadWork {
-        &self.work
     }
 
     fn set_result(&self, ret: isize) {
@@ -74,15 +109,210 @@ impl LoopCmd {
     /// Runs the command on the worker thread and hands the request to completion.
     fn run(&self, dev: &LoopDevice, rq: &Request) {
         let _task_flags = TaskIoFlags::enter();
-        let ret = match dev.io_backing() {
-            Some(io) => Self::execute(dev, io, rq),
-            None => EIO,
+        dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
+        let Some(io) = dev.io_backing() else {
+            if rq.op() == ReqOp::Write {
+                dev.stats.worker_writes_pending.fetch_sub(1, Ordering::Relaxed);
+            }
+            self.set_result(EIO);
+            rq.complete();
+            return;
         };
-        self.set_result(ret);
+        let is_write = rq.op() == ReqOp::Write;
+        if io.direct_io && matches!(rq.op(), ReqOp::Read | ReqOp::Write) && !(is_write && io.read_only) {
+            // Blocking submission; its completion (or error) arrives through `dio_complete`.
+            let _ = self.submit_dio(dev, io, rq, false);
+        } else {
+            let ret = Self::execute(dev, io, rq);
+            self.set_result(ret);
+            rq.complete();
+        }
+        if is_write {
+            // Pairs with `queue_to_worker`; `rq` may be gone, `is_write` was read before.
+            dev.stats.worker_writes_pending.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether `queue_rq` may submit this command itself with `IOCB_NOWAIT`. It must not when:
+    /// the device is not in direct-I/O mode or the file cannot do non-blocking I/O; the
+    /// operation is not a read or write (flush, discard and write-zeroes always go to the
+    /// worker); the submitting task is inside a filesystem transaction (`journal_info` set —
+    /// the backing filesystem would nest its own); less than [`NOWAIT_MIN_STACK`] bytes of
+    /// kernel stack remain (loop on a filesystem on another loop device recurses through
+    /// `queue_rq`); the loop queue has rq-qos policies (wbt may throttle, i.e. sleep, inside the
+    /// backing file's submission and deadlock against our own queue); or it is a write to a
+    /// regular file while blocking writes are queued in the worker (allocating writes keep
+    /// returning `-EAGAIN`, and trying them first only costs).
+    pub(crate) fn nowait_allowed(dev: &LoopDevice, io: &IoState, rq: &Request) -> bool {
+        if !io.direct_io || !io.nowait {
+            return false;
+        }
+        match rq.op() {
+            ReqOp::Read => {}
+            ReqOp::Write if io.read_only => return false,
+            ReqOp::Write => {
+                if io.file_is_reg && dev.stats.worker_writes_pending.load(Ordering::Relaxed) > 0 {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+        if crate::blk::in_fs_transaction() || dev.has_rq_qos() {
+            return false;
+        }
+        crate::blk::stack_remaining() >= NOWAIT_MIN_STACK
+    }
+
+    /// Tries the `IOCB_NOWAIT` submission from `queue_rq`; on `false` the caller queues the
+    /// command to the worker.
+    pub(crate) fn try_nowait(&self, dev: &LoopDevice, io: &IoState, rq: &Request) -> bool {
+        match self.submit_dio(dev, io, rq, true) {
+            DioSubmit::Queued => true,
+            DioSubmit::Again => {
+                dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+
+    /// Queues the command to the device's worker.
+    pub(crate) fn queue_to_worker(&self, dev: &LoopDevice, rq: &Request) {
+        if rq.op() == ReqOp::Write {
+            dev.stats.worker_writes_pending.fetch_add(1, Ordering::Relaxed);
+        }
+        dev.worker.queue(&self.work);
+    }
+
+    /// Submits the request as one direct-I/O kiocb over its pages.
+    fn submit_dio(&self, dev: &LoopDevice, io: &IoState, rq: &Request, nowait: bool) -> DioSubmit {
+        let dir = if rq.op() == ReqOp::Write { Dir::Write } else { Dir::Read };
+        // SAFETY: The caller owns the command (no submission in flight).
+        let st = unsafe { &mut *self.dio.get() };
+        let mut iter = if rq.is_multi_bio() {
+            // A merged request: one bvec table for all its bios (`rq_for_each_bvec`).
+            let flags = if nowait { GFP_NOWAIT } else { GFP_KERNEL };
+            let n = rq.bios().map(|b| b.bvecs().count()).sum();
+            let mut table = match KVec::with_capacity(n, flags) {
+                Ok(t) => t,
+                Err(_) if nowait => return DioSubmit::Again,
+                Err(_) => {
+                    self.set_result(EIO);
+                    rq.complete();
+                    return DioSubmit::Queued;
+                }
+            };
+            for bio in rq.bios() {
+                for bv in bio.bvecs() {
+                    // Cannot fail: the capacity is exactly the number of bvecs.
+                    let _ = table.push_within_capacity(bv);
+                }
+            }
+            // SAFETY: All-zero is a valid `iov_iter` to initialise.
+            let mut iter: bindings::iov_iter = unsafe { core::mem::zeroed() };
+            // SAFETY: `table` holds `len` bvecs covering the request's bytes; it is kept in
+            // `st.bvecs` until completion.
+            unsafe {
+                bindings::iov_iter_bvec(
+                    &mut iter,
+                    dir.iter_dir(),
+                    table.as_ptr(),
+                    table.len() as _,
+                    rq.bytes() as usize,
+                )
+            };
+            st.bvecs = Some(table);
+            iter
+        } else {
+            match rq.bios().next() {
+                Some(bio) => bio_iter(bio, dir),
+                None => {
+                    self.set_result(EIO);
+                    rq.complete();
+                    return DioSubmit::Queued;
+                }
+            }
+        };
+        // SAFETY: All-zero is a valid `kiocb`.
+        st.iocb = unsafe { core::mem::zeroed() };
+        st.iocb.ki_filp = io.file.as_raw();
+        st.iocb.ki_pos = (rq.pos() + io.offset) as i64;
+        st.iocb.ki_complete = Some(Self::dio_complete);
+        st.iocb.ki_flags = (bindings::IOCB_DIRECT | if nowait { IOCB_NOWAIT } else { 0 }) as i32;
+        st.iocb.ki_ioprio = rq.ioprio();
+        st.nowait = nowait;
+        st.write_started = false;
+        if dir == Dir::Write {
+            if nowait {
+                if !io.file.start_write_trylock(&mut st.iocb) {
+                    st.bvecs = None;
+                    return DioSubmit::Again;
+                }
+            } else {
+                io.file.start_write(&mut st.iocb);
+            }
+            st.write_started = true;
+        }
+        self.refs.store(2, Ordering::Relaxed);
+        let ret = io.file.rw_kiocb(dir, &mut st.iocb, &mut iter);
+        if ret == EAGAIN && nowait {
+            // Refused at once: `ki_complete` will not run. Undo and let the worker retry.
+            // SAFETY: The backing file returned without queueing the kiocb, so we own it again.
+            let st = unsafe { &mut *self.dio.get() };
+            if st.write_started {
+                io.file.end_write(&mut st.iocb);
+                st.write_started = false;
+            }
+            st.bvecs = None;
+            self.refs.store(0, Ordering::Relaxed);
+            return DioSubmit::Again;
+        }
+        self.put_ref(dev, rq);
+        if ret != EIOCBQUEUED {
+            self.set_result(ret);
+            self.put_ref(dev, rq);
+        }
+        DioSubmit::Queued
+    }
+
+    unsafe extern "C" fn dio_complete(iocb: *mut bindings::kiocb, ret: isize) {
+        let off = core::mem::offset_of!(LoopCmd, dio) + core::mem::offset_of!(DioState, iocb);
+        // SAFETY: `iocb` is the `iocb` of a `LoopCmd`'s `DioState` (`UnsafeCell` is transparent).
+        let cmd = unsafe { &*iocb.cast::<u8>().sub(off).cast::<LoopCmd>() };
+        // SAFETY: The PDU follows its request, which is in flight.
+        let rq = unsafe { Request::from_raw(bindings::blk_mq_rq_from_pdu((cmd as *const LoopCmd).cast_mut().cast())) };
+        // SAFETY: The request belongs to a loop device's queue, whose `queuedata` is the device.
+        let dev = unsafe { &*(*(*rq.as_raw()).q).queuedata.cast::<LoopDevice>() };
+        cmd.set_result(ret);
+        cmd.put_ref(dev, rq);
+    }
+
+    /// Drops a submission reference; the last one finishes the direct I/O: releases what it
+    /// held, then completes the request, or hands it to the worker after a late `-EAGAIN`.
+    fn put_ref(&self, dev: &LoopDevice, rq: &Request) {
+        if self.refs.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        // SAFETY: Both references are gone: nobody else touches the submission state.
+        let st = unsafe { &mut *self.dio.get() };
+        st.bvecs = None;
+        if st.write_started {
+            // SAFETY: Freeze protection was taken on this kiocb's file at submission.
+            unsafe { crate::backing::kiocb_end_write(&mut st.iocb) };
+            st.write_started = false;
+        }
+        if st.nowait && self.ret.load(Ordering::Relaxed) == EAGAIN {
+            dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+            st.nowait = false;
+            self.queue_to_worker(dev, rq);
+            return;
+        }
+        if st.nowait {
+            dev.stats.nowait_completions.fetch_add(1, Ordering::Relaxed);
+        }
         rq.complete();
     }
 
-    fn execute(dev: &LoopDevice, io: &crate::device::IoState, rq: &Request) -> isize {
+    fn execute(dev: &LoopDevice, io: &IoState, rq: &Request) -> isize {
         let file = &io.file;
         let pos = rq.pos() + io.offset;
         match rq.op() {
@@ -140,9 +370,21 @@ impl LoopCmd {
     }
 
     /// Ends a completed request (the `complete` callback).
-    pub(crate) fn end(rq: &Request) {
+    pub(crate) fn end(dev: &LoopDevice, rq: &Request) {
         let cmd = Self::of(rq);
-        let ret = cmd.ret.load(Ordering::Relaxed);
+        let mut ret = cmd.ret.load(Ordering::Relaxed);
+        let bytes = rq.bytes() as isize;
+        if ret >= 0 {
+            match rq.op() {
+                ReqOp::Read => dev.stats.read_bytes.fetch_add(ret as u64, Ordering::Relaxed),
+                ReqOp::Write => dev.stats.write_bytes.fetch_add(ret as u64, Ordering::Relaxed),
+                _ => 0,
+            };
+            // A short write is an error.
+            if rq.op() == ReqOp::Write && ret < bytes {
+                ret = EIO;
+            }
+        }
         // As loop.c: every failure is an I/O error, except an unsupported discard/write-zeroes.
         let status = if ret == EOPNOTSUPP {
             BlkStatus::NOTSUPP
@@ -157,6 +399,20 @@ impl LoopCmd {
         };
         rq.end(status);
     }
+}
+
+/// `IOCB_NOWAIT` (`include/linux/fs.h`: `RWF_NOWAIT`), a typed macro bindgen does not export.
+const IOCB_NOWAIT: u32 = 0x8;
+
+/// Kernel stack that must remain in `queue_rq` to submit there; below it, the worker submits.
+const NOWAIT_MIN_STACK: usize = 8 * 1024;
+
+/// Outcome of a direct-I/O submission attempt.
+enum DioSubmit {
+    /// Submitted (or already completed): the completion path owns the command.
+    Queued,
+    /// Refused with `-EAGAIN` before anything was queued: retry from the worker.
+    Again,
 }
 
 /// An `iov_iter` over one bio's data, in place (no copy of the bvec table).

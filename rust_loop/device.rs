@@ -11,6 +11,7 @@ use crate::{
         BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },
     cmd::LoopCmd,
+    stats::DevStats,
     sysfs,
     uapi::{self, loop_config, loop_info64},
     worker::KthreadWorker,
@@ -43,8 +44,11 @@ const SET_STATUS_CLEARABLE: u32 = FLAG_AUTOCLEAR;
 /// `LOOP_CONFIGURE_SETTABLE_FLAGS`.
 const CONFIGURE_SETTABLE: u32 = FLAG_READ_ONLY | FLAG_AUTOCLEAR | FLAG_PARTSCAN | FLAG_DIRECT_IO;
 
-/// `max_hw_sectors` of a loop queue: the historic block-layer cap, as loop.c.
-const MAX_HW_SECTORS: u32 = 2560;
+/// `max_hw_sectors` of a loop queue: 4 MiB, so that large (merged, in direct-I/O mode) requests
+/// reach the backing file whole (loop.c keeps the historic 2560-sector cap).
+const MAX_HW_SECTORS: u32 = 8192;
+/// `max_segments`: enough for a 4 MiB request of scattered pages.
+const MAX_SEGMENTS: u16 = 1024;
 
 /// Where a loop device is in its life.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -79,6 +83,12 @@ pub(crate) struct IoState {
     pub(crate) offset: u64,
     /// Writes fail with an I/O error.
     pub(crate) read_only: bool,
+    /// Reads and writes are direct I/O on the backing file.
+    pub(crate) direct_io: bool,
+    /// The backing file accepts `IOCB_NOWAIT` attempts.
+    pub(crate) nowait: bool,
+    /// The backing file is a regular file (not a block device).
+    pub(crate) file_is_reg: bool,
 }
 
 /// The data path's view of the device.
@@ -119,7 +129,9 @@ pub(crate) struct LoopDevice {
     /// The disk and its tag set.
     pub(crate) disk: Disk<LoopDisk>,
     /// Runs the commands.
-    worker: KthreadWorker,
+    pub(crate) worker: KthreadWorker,
+    /// Counters.
+    pub(crate) stats: DevStats,
     /// `lo_mutex`: serialises reconfiguration.
     #[pin]
     cfg: Mutex<Config>,
@@ -219,8 +231,12 @@ impl LoopDevice {
                 minors: 1 << part_shift,
                 queue_depth,
                 nr_hw_queues: 1,
-                flags: bindings::BLK_MQ_F_STACKING | bindings::BLK_MQ_F_NO_SCHED_BY_DEFAULT,
+                // BLOCKING: `queue_rq` may submit to the backing file itself.
+                flags: bindings::BLK_MQ_F_STACKING
+                    | bindings::BLK_MQ_F_NO_SCHED_BY_DEFAULT
+                    | bindings::BLK_MQ_F_BLOCKING,
                 max_hw_sectors: MAX_HW_SECTORS,
+                max_segments: MAX_SEGMENTS,
                 suppress_part_scan: part_shift == 0,
             },
             &name,
@@ -231,6 +247,7 @@ impl LoopDevice {
                 number,
                 disk,
                 worker,
+                stats: DevStats::default(),
                 cfg <- kernel::new_mutex!(Config {
                     file_name: [0; NAME_SIZE],
                     old_gfp: 0,
@@ -250,12 +267,24 @@ impl LoopDevice {
         )?;
         // Buffered mode: no request merging (nomerges=2), as loop.c.
         dev.queue().set_flag(bindings::QUEUE_FLAG_NOMERGES, true);
+        // No writeback throttling by default: wbt may sleep inside a NOWAIT submission and
+        // deadlock against this queue (one of the failures of upstream's NOWAIT series). If a
+        // user enables an rq-qos policy anyway, `queue_rq` leaves submission to the worker.
+        dev.queue().set_flag(bindings::QUEUE_FLAG_DISABLE_WBT_DEF, true);
         Ok(dev)
     }
 
-    /// Makes the device visible as `/dev/loopN`.
+    /// Makes the device visible as `/dev/loopN`, with its counters in sysfs.
     pub(crate) fn add_disk(self: &Arc<Self>) -> Result {
-        self.disk.add(self.clone())
+        self.disk.add(self.clone())?;
+        // The counters are informational: a device without them still works.
+        let _ = sysfs::add_stats(self.disk.kobj());
+        Ok(())
+    }
+
+    /// Whether rq-qos policies are attached to the loop queue.
+    pub(crate) fn has_rq_qos(&self) -> bool {
+        self.queue().has_rq_qos()
     }
 
     fn queue(&self) -> &Queue {
@@ -360,9 +389,12 @@ impl LoopDevice {
         let old = self.io.replace(
             frozen,
             file.map(|file| IoState {
-                file,
                 offset: self.offset(),
                 read_only: flags & FLAG_READ_ONLY != 0,
+                direct_io: flags & FLAG_DIRECT_IO != 0,
+                nowait: file.can_nowait(),
+                file_is_reg: file.is_reg(),
+                file,
             }),
         );
         drop(old);
@@ -850,12 +882,18 @@ impl DiskOps for LoopDisk {
         if dev.state() != State::Bound {
             return BlkStatus::IOERR;
         }
-        dev.worker.queue(LoopCmd::of(rq).work());
+        let cmd = LoopCmd::of(rq);
+        if let Some(io) = dev.io_backing() {
+            if LoopCmd::nowait_allowed(dev, io, rq) && cmd.try_nowait(dev, io, rq) {
+                return BlkStatus::OK;
+            }
+        }
+        cmd.queue_to_worker(dev, rq);
         BlkStatus::OK
     }
 
-    fn complete(_dev: &LoopDevice, rq: &Request) {
-        LoopCmd::end(rq)
+    fn complete(dev: &LoopDevice, rq: &Request) {
+        LoopCmd::end(dev, rq)
     }
 
     fn open(dev: &LoopDevice, _mode: u32) -> Result {

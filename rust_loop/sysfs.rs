@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `/sys/block/loopN/loop/{backing_file,offset,sizelimit,autoclear,partscan,dio}`, present while
-//! the device is bound (as loop.c's `loop_attribute_group`).
+//! the device is bound (as loop.c's `loop_attribute_group`), and the counters of
+//! [`crate::stats`] in `/sys/block/loopN/rust_loop/`, present while the device exists.
 
 use crate::device::{LoopDevice, FLAG_AUTOCLEAR, FLAG_DIRECT_IO, FLAG_PARTSCAN};
-use core::{cell::UnsafeCell, fmt::Write};
+use core::{cell::UnsafeCell, fmt::Write, sync::atomic::Ordering};
 use kernel::{bindings, prelude::*};
 
 /// A C object that is only handed to the kernel, which synchronises its own use of it.
@@ -57,6 +58,37 @@ static GROUP: KernelOwned<bindings::attribute_group> = KernelOwned(UnsafeCell::n
     g.__bindgen_anon_2.attrs = ATTRS.get().cast();
     g
 }));
+
+static NOWAIT_COMPLETIONS: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_completions", show_nowait_completions);
+static NOWAIT_EAGAIN: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_eagain", show_nowait_eagain);
+static WORKER_SUBMISSIONS: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"worker_submissions", show_worker_submissions);
+static READ_BYTES: KernelOwned<bindings::device_attribute> = ro_attr(c"read_bytes", show_read_bytes);
+static WRITE_BYTES: KernelOwned<bindings::device_attribute> = ro_attr(c"write_bytes", show_write_bytes);
+
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 6]> = KernelOwned(UnsafeCell::new([
+    NOWAIT_COMPLETIONS.get().cast(),
+    NOWAIT_EAGAIN.get().cast(),
+    WORKER_SUBMISSIONS.get().cast(),
+    READ_BYTES.get().cast(),
+    WRITE_BYTES.get().cast(),
+    core::ptr::null_mut(),
+]));
+
+static STATS_GROUP: KernelOwned<bindings::attribute_group> = KernelOwned(UnsafeCell::new({
+    // SAFETY: All-zero is a valid `attribute_group`.
+    let mut g: bindings::attribute_group = unsafe { core::mem::zeroed() };
+    g.name = c"rust_loop".as_ptr().cast();
+    g.__bindgen_anon_2.attrs = STATS_ATTRS.get().cast();
+    g
+}));
+
+/// Creates the `rust_loop/` counters group under the disk's kobject (removed with the disk).
+pub(crate) fn add_stats(kobj: *mut bindings::kobject) -> Result {
+    // SAFETY: `kobj` is the disk's live kobject; the group is static.
+    kernel::error::to_result(unsafe { bindings::sysfs_create_group(kobj, STATS_GROUP.get()) })
+}
 
 /// Creates the `loop/` group under the disk's kobject.
 pub(crate) fn add(kobj: *mut bindings::kobject) -> Result {
@@ -165,3 +197,9 @@ show_value!(show_sizelimit, |lo| lo.sizelimit());
 show_value!(show_autoclear, |lo| (lo.flags() & FLAG_AUTOCLEAR != 0) as u8);
 show_value!(show_partscan, |lo| (lo.flags() & FLAG_PARTSCAN != 0) as u8);
 show_value!(show_dio, |lo| (lo.flags() & FLAG_DIRECT_IO != 0) as u8);
+
+show_value!(show_nowait_completions, |lo| lo.stats.nowait_completions.load(Ordering::Relaxed));
+show_value!(show_nowait_eagain, |lo| lo.stats.nowait_eagain.load(Ordering::Relaxed));
+show_value!(show_worker_submissions, |lo| lo.stats.worker_submissions.load(Ordering::Relaxed));
+show_value!(show_read_bytes, |lo| lo.stats.read_bytes.load(Ordering::Relaxed));
+show_value!(show_write_bytes, |lo| lo.stats.write_bytes.load(Ordering::Relaxed));
