@@ -8,12 +8,11 @@
 #
 # Variables (defaults for a full run; BENCH_QUICK=1 changes the ones marked *):
 #   BENCH_RUNTIME=3*      seconds per fio cell            (quick: 1)
-#   BENCH_ROUNDS=3*       rounds, driver order rotated    (quick: 1)
+#   BENCH_ROUNDS=3*       rounds, medians over rounds     (quick: 1)
 #   BENCH_FILE_MB=1024*   size of each backing file       (quick: 256)
-#   BENCH_PAGECACHE_MB    data read by the page-cache test (default: BENCH_FILE_MB)
+#   BENCH_PAGECACHE_MB*   data read by the page-cache test (default: BENCH_FILE_MB; quick: 128)
 #   BENCH_WORKLOADS*      comma list of workloads (default all six; quick: randread-4k-qd32,
 #                         rw-4k-qd16-12jobs)
-#   BENCH_STAGE_FIO=1*    copy fio + libraries to the guest's tmpfs first (quick: 0)
 #   BENCH_DRIVERS, BENCH_BACKINGS, BENCH_MODES   subsets of raw,loop,rust_loop,ublk / disk,nullb /
 #                         buffered,dio
 #   BENCH_RUBLK_VERSION=0.2.15   rublk from crates.io, built once into $RUST_LOOP_CACHE/rublk
@@ -26,7 +25,7 @@ start=$(date +%s)
 
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	: "${BENCH_RUNTIME:=1}" "${BENCH_ROUNDS:=1}" "${BENCH_FILE_MB:=256}"
-	: "${BENCH_WORKLOADS:=randread-4k-qd32,rw-4k-qd16-12jobs}" "${BENCH_STAGE_FIO:=0}"
+	: "${BENCH_WORKLOADS:=randread-4k-qd32,rw-4k-qd16-12jobs}" "${BENCH_PAGECACHE_MB:=128}"
 fi
 BENCH_RUNTIME=${BENCH_RUNTIME:-3}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
@@ -107,7 +106,7 @@ bash scripts/vm.sh --disk "$img" --mem "${BENCH_VM_MEM:-4G}" -- env \
 	BENCH_PAGECACHE_MB="$BENCH_PAGECACHE_MB" BENCH_WORKLOADS="${BENCH_WORKLOADS:-}" \
 	BENCH_DRIVERS="${BENCH_DRIVERS:-}" BENCH_BACKINGS="${BENCH_BACKINGS:-}" \
 	BENCH_MODES="${BENCH_MODES:-}" BENCH_RUBLK="$rublk" BENCH_RUBLK_NOTE="$rublk_note" \
-	BENCH_UBLK_OPTS="${BENCH_UBLK_OPTS:-}" BENCH_STAGE_FIO="${BENCH_STAGE_FIO:-1}" BENCH_ACCEL="$accel" BENCH_GIT="$git_desc" \
+	BENCH_UBLK_OPTS="${BENCH_UBLK_OPTS:-}" BENCH_ACCEL="$accel" BENCH_GIT="$git_desc" \
 	BENCH_OUT="$OUT" python3 scripts/guest-bench.py || status=$?
 vm_secs=$(($(date +%s) - vm_start))
 kill "$sampler" 2>/dev/null || true

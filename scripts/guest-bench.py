@@ -22,7 +22,6 @@ Environment (scripts/bench.sh sets them; defaults in brackets):
   BENCH_RUBLK_NOTE         why rublk is missing (recorded in the JSON)
   BENCH_UBLK_OPTS          extra `rublk add loop` options (default: none, i.e. rublk's defaults)
   BENCH_DISK [/dev/vda or /dev/sda]    the virtio disk (vm.sh --disk) for the XFS backing
-  BENCH_STAGE_FIO [1]      copy fio and its libraries to tmpfs first (faster starts; costs ~20 s)
   BENCH_OUT [results/bench]
 """
 
@@ -31,6 +30,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -145,25 +145,6 @@ def drop_file_cache(path):
 
 HZ = os.sysconf("SC_CLK_TCK")
 FIO = ["fio"]
-
-
-def stage_fio():
-    """Copies fio and its shared libraries to tmpfs: started from the host's 9p root, fio spends
-    ~0.5 s per start under TCG loading its 60-odd libraries; from tmpfs it starts in ~0.3 s."""
-    global FIO
-    d = f"{WORK}/fio"
-    try:
-        os.makedirs(f"{d}/lib", exist_ok=True)
-        fio = sh(["sh", "-c", "command -v fio"]).stdout.strip()
-        libs = [l.split()[2] for l in sh(["ldd", fio]).stdout.splitlines()
-                if "=>" in l and len(l.split()) >= 3 and l.split()[2].startswith("/")]
-        sh(["cp", "-L", fio, f"{d}/fio"])
-        sh(["cp", "-L"] + libs + [f"{d}/lib/"])
-        cmd = ["env", f"LD_LIBRARY_PATH={d}/lib", f"{d}/fio"]
-        if sh(cmd + ["--version"], check=False).returncode == 0:
-            FIO = cmd
-    except Exception as e:  # noqa: BLE001 - the system fio works too, only slower to start
-        log(f"fio: staging to tmpfs failed ({e}); using the system fio")
 
 # --- backing files -----------------------------------------------------------------------------
 
@@ -334,60 +315,124 @@ class Ublk:
 # --- one cell ----------------------------------------------------------------------------------
 
 
-def fio_args(dev, wl, is_file):
-    o = WORKLOADS[wl]
-    numjobs = o.get("numjobs", 1)
-    args = FIO + [f"--name={wl}", f"--filename={dev}", "--direct=1", "--time_based",
-            f"--runtime={RUNTIME:g}", "--group_reporting", "--output-format=json",
-            "--randrepeat=1", "--norandommap"]
-    for k, v in o.items():
-        if k != "numjobs":
-            args.append(f"--{k}={v}")
-    region = FILE_MB // numjobs
-    if numjobs > 1:
-        args += [f"--numjobs={numjobs}", f"--size={region}M", f"--offset_increment={region}M"]
-    elif is_file:
-        args.append(f"--size={FILE_MB}M")
-    return args
+# Hook run by fio around each job (exec_prerun / exec_postrun; with numjobs, once per clone):
+# appends /proc/stat's "cpu" and "ctxt" values to SNAP/NAME.pre|post with shell built-ins only
+# (an exec costs a lot under TCG), so the counters cover the job's I/O and not fio's start-up.
+# After the last clone it writes the backing file back and evicts it from the page cache, outside
+# the measurement, so that every cell starts with none of it cached.
+HOOK = r"""#!/bin/sh
+# hook.sh pre|post NAME BACKING_FILE NUMJOBS
+snap() {
+	while read -r k v; do
+		case $k in
+		cpu) c=$v ;;
+		ctxt) echo "$c $v" >>"$SNAP/$1"; return ;;
+		esac
+	done </proc/stat
+}
+case $1 in
+pre) snap "$2.pre" ;;
+post)
+	snap "$2.post"
+	n=0
+	while read -r l; do n=$((n + 1)); done <"$SNAP/$2.post"
+	if [ "$n" -ge "$4" ]; then
+		sync "$3"
+		dd if="$3" iflag=nocache count=0 status=none
+	fi
+	;;
+esac
+"""
 
 
-def run_cell(dev, wl, backing_file, is_file):
-    # Every cell starts with none of the backing file in the page cache, and its writes are
-    # written back after the measurement, outside it.
+def fio_jobfile(dev, wls, backing_file, is_file):
+    """One fio job file for a (driver, backing, mode) group: a stonewalled job per workload."""
+    L = ["[global]", f"filename={dev}", "direct=1", "time_based", f"runtime={RUNTIME:g}",
+         "group_reporting", "randrepeat=1", "norandommap"]
+    for wl in wls:
+        o = WORKLOADS[wl]
+        numjobs = o.get("numjobs", 1)
+        L += ["", f"[{wl}]", "stonewall"]
+        L += [f"{k}={v}" for k, v in o.items() if k != "numjobs"]
+        if numjobs > 1:
+            region = FILE_MB // numjobs
+            L += [f"numjobs={numjobs}", f"size={region}M", f"offset_increment={region}M"]
+        elif is_file:
+            L.append(f"size={FILE_MB}M")
+        L.append(f"exec_prerun=/bin/sh {WORK}/hook.sh pre {wl} {backing_file} {numjobs}")
+        L.append(f"exec_postrun=/bin/sh {WORK}/hook.sh post {wl} {backing_file} {numjobs}")
+    return "\n".join(L) + "\n"
+
+
+def snaps(path):
+    """[(busy jiffies, total jiffies, ctxt)] from the hook's lines ("user nice system idle iowait
+    irq softirq steal guest guest_nice ctxt")."""
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                v = [int(x) for x in line.split()]
+                if len(v) >= 9:
+                    total = sum(v[:8])
+                    out.append((total - v[3] - v[4], total, v[-1]))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def run_group(dev, wls, backing_file, is_file):
+    """Runs the workloads back to back in one fio process (fio's start-up under TCG costs seconds;
+    once per group instead of once per cell). Returns {workload: sample or Exception}."""
+    snap = f"{WORK}/snap"
+    shutil.rmtree(snap, ignore_errors=True)
+    os.makedirs(snap)
+    write(f"{WORK}/hook.sh", HOOK)
+    write(f"{snap}/job.fio", fio_jobfile(dev, wls, backing_file, is_file))
     drop_file_cache(backing_file)
-    args = fio_args(dev, wl, is_file)
-    b0, t0, c0 = proc_stat()
     w0 = time.monotonic()
-    r = subprocess.run(args, text=True, capture_output=True)
+    r = subprocess.run(FIO + ["--output-format=json", f"{snap}/job.fio"], text=True,
+                       capture_output=True, cwd=snap, env={**ENV, "SNAP": snap})
     wall = time.monotonic() - w0
-    b1, t1, c1 = proc_stat()
-    if r.returncode != 0:
-        raise RuntimeError(f"fio failed ({r.returncode}): {(r.stderr or r.stdout).strip()[-400:]}")
     out = r.stdout
-    j = json.loads(out[out.index("{"):])
-    job = j["jobs"][0]
-    rd, wr = job["read"], job["write"]
-    ios = rd["total_ios"] + wr["total_ios"]
-    s = {
-        "iops": rd["iops"] + wr["iops"],
-        "bw_mib_s": (rd["bw_bytes"] + wr["bw_bytes"]) / 2**20,
-        "read_iops": rd["iops"], "write_iops": wr["iops"],
-        "ios": ios,
-        "lat_mean_us": statistics.fmean(
-            [x["lat_ns"]["mean"] / 1000 for x in (rd, wr) if x["total_ios"]] or [0]),
-        "clat_p99_us": max([x["clat_ns"].get("percentile", {}).get("99.000000", 0) / 1000
-                            for x in (rd, wr) if x["total_ios"]] or [0]),
-        "fio_usr_cpu_pct": job["usr_cpu"], "fio_sys_cpu_pct": job["sys_cpu"],
-        "fio_ctx": job["ctx"],
-        "stat_ctxt": c1 - c0,
-        "stat_busy_jiffies": b1 - b0, "stat_total_jiffies": t1 - t0,
-        "ctxt_per_io": (c1 - c0) / ios if ios else None,
-        "cpu_us_per_io": (b1 - b0) * 1e6 / HZ / ios if ios else None,
-        "wall_s": wall,
-    }
-    drop_file_cache(backing_file)
-    s["after_s"] = time.monotonic() - w0 - wall
-    return s
+    try:
+        jobs = json.loads(out[out.index("{"):])["jobs"]
+    except ValueError:
+        err = RuntimeError(f"fio failed ({r.returncode}): {(r.stderr or out).strip()[-400:]}")
+        return {wl: err for wl in wls}
+    res = {}
+    for wl, job in zip(wls, jobs):
+        rd, wr = job["read"], job["write"]
+        ios = rd["total_ios"] + wr["total_ios"]
+        pre, post = snaps(f"{snap}/{wl}.pre"), snaps(f"{snap}/{wl}.post")
+        if job.get("error"):
+            res[wl] = RuntimeError(f"fio job error {job['error']}: {(r.stderr or '').strip()[-300:]}")
+            continue
+        if not ios or not pre or not post:
+            res[wl] = RuntimeError(f"no I/O or no /proc/stat snapshots (fio rc {r.returncode}): "
+                                   f"{(r.stderr or '').strip()[-300:]}")
+            continue
+        (b0, t0, c0), (b1, t1, c1) = pre[0], post[-1]
+        res[wl] = {
+            "iops": rd["iops"] + wr["iops"],
+            "bw_mib_s": (rd["bw_bytes"] + wr["bw_bytes"]) / 2**20,
+            "read_iops": rd["iops"], "write_iops": wr["iops"],
+            "ios": ios,
+            "lat_mean_us": statistics.fmean(
+                [x["lat_ns"]["mean"] / 1000 for x in (rd, wr) if x["total_ios"]] or [0]),
+            "clat_p99_us": max([x["clat_ns"].get("percentile", {}).get("99.000000", 0) / 1000
+                                for x in (rd, wr) if x["total_ios"]] or [0]),
+            "fio_usr_cpu_pct": job["usr_cpu"], "fio_sys_cpu_pct": job["sys_cpu"],
+            "fio_ctx": job["ctx"],
+            "stat_ctxt": c1 - c0,
+            "stat_busy_jiffies": b1 - b0, "stat_total_jiffies": t1 - t0,
+            "ctxt_per_io": (c1 - c0) / ios,
+            "cpu_us_per_io": (b1 - b0) * 1e6 / HZ / ios,
+            "window_s": (t1 - t0) / HZ / (os.cpu_count() or 1),
+            "fio_group_wall_s": wall,
+        }
+    for wl in wls[len(jobs):]:
+        res[wl] = RuntimeError(f"fio did not run it (rc {r.returncode}): {(r.stderr or '').strip()[-300:]}")
+    return res
 
 
 def pagecache_read(dev):
@@ -458,10 +503,6 @@ def main():
         os.replace(tmp, result_path)
 
     save()
-    if ENV.get("BENCH_STAGE_FIO", "1") == "1":
-        t = time.monotonic()
-        stage_fio()
-        log(f"fio: staged to tmpfs in {time.monotonic() - t:.1f}s")
     files = setup_backings()
     res["meta"]["setup_s"] = round(time.monotonic() - T0, 1)
 
@@ -517,19 +558,21 @@ def main():
                         if msg not in res["notes"]:
                             res["notes"].append(msg)
                             log("NOTE: " + msg)
+                    log(f"  {dname}: {dev} (dio={info.get('dio')}): {len(WL_NAMES)} workloads, "
+                        f"{RUNTIME:g}s each")
+                    t_s = round(time.monotonic() - bench_t0, 1)
+                    results = run_group(dev, WL_NAMES, file, dname == "raw")
                     for wl in WL_NAMES:
                         done += 1
-                        cell = {"round": rnd + 1, "driver": dname, "backing": backing,
-                                "mode": mode, "workload": wl,
-                                **{f"dev_{k}": v for k, v in info.items()}}
-                        try:
-                            cell["t_s"] = round(time.monotonic() - bench_t0, 1)
-                            cell.update(run_cell(dev, wl, file, dname == "raw"))
-                        except Exception as e:  # noqa: BLE001
-                            msg = f"round {rnd + 1} {dname} {backing} {mode} {wl}: {e}"
+                        r = results[wl]
+                        if isinstance(r, Exception):
+                            msg = f"round {rnd + 1} {dname} {backing} {mode} {wl}: {r}"
                             log("ERROR: " + msg)
                             res["errors"].append(msg)
                             continue
+                        cell = {"round": rnd + 1, "driver": dname, "backing": backing,
+                                "mode": mode, "workload": wl, "t_s": t_s,
+                                **{f"dev_{k}": v for k, v in info.items()}, **r}
                         res["samples"].append(cell)
                         el = time.monotonic() - bench_t0
                         eta = el / done * (total - done)
