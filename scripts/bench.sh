@@ -4,7 +4,7 @@
 # See BENCHMARKS.md. Results: results/bench/{bench.json,summary.md,ratios.png}.
 #
 #   scripts/bench.sh                      full run (3 rounds x 3 s cells, 1 GiB backing files)
-#   BENCH_QUICK=1 scripts/bench.sh        smoke run (~2 min of VM time)
+#   BENCH_QUICK=1 scripts/bench.sh        smoke run (1 round x 1 s, 2 workloads: a few minutes)
 #
 # Variables (defaults for a full run; BENCH_QUICK=1 changes the ones marked *):
 #   BENCH_RUNTIME=3*      seconds per fio cell            (quick: 1)
