@@ -285,14 +285,21 @@ def main():
             ax.set_xticks(range(len(cells)))
             ax.set_xticklabels([f"{m}\n{wl}" for m, wl in cells], fontsize=7.5, rotation=30, ha="right")
             ax.set_ylabel("IOPS ratio (log)")
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.2g"))
+            lo, hi = ax.get_ylim()
+            cands = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
+            if hi / lo < 30:  # room for the target lines' own labels
+                cands += (0.8, 1.3)
+            ticks = sorted(t for t in cands if lo <= t <= hi)
+            ax.yaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_title(f"backing: XFS on {'virtio disk' if b == 'disk' else 'memory-backed null_blk'}",
                          fontsize=10)
             for j in range(1, len(cells)):
                 if cells[j][0] != cells[j - 1][0]:
                     ax.axvline(j - 0.5, color="grey", lw=0.5)
             ax.legend(fontsize=8, loc="upper right", ncol=3, framealpha=0.9)
-        fig.suptitle(f"rust_loop IOPS ratios (medians of {meta['rounds']} rounds x {meta['runtime_s']:g} s; "
+        fig.suptitle(f"rust_loop IOPS ratios (medians of {meta['rounds']} round(s) x {meta['runtime_s']:g} s; "
                      f"{meta.get('accel', '?')}, {meta['cpus']} vCPUs; lines at 0.8, 1.0, 1.3)", fontsize=11)
         fig.tight_layout()
         fig.savefig(chart, dpi=110)
