@@ -2,14 +2,16 @@
 # SPDX-License-Identifier: GPL-2.0
 """The guest half of scripts/bench.sh (runs inside the VM as root).
 
-Prepares two XFS backing files (one on the virtio disk /dev/sda, one on a memory-backed null_blk
-device), then runs every fio cell against each target — the raw backing file with O_DIRECT, the C
-loop.ko, rust_loop.ko and the rublk ublk loop target — in buffered and dio mode, for BENCH_ROUNDS
-rounds. The drivers alternate within each (backing, mode) group, in an order rotated from group to
-group (loop.ko and rust_loop.ko both use major 7: only one is loaded at a time). Each cell also records the /proc/stat context
-switch and CPU-time deltas. Then it measures the page-cache growth of an O_DIRECT read through
-each driver in each mode. Every sample goes to $BENCH_OUT/bench.json, rewritten after each cell;
-scripts/bench-report.py turns it into the tables, the chart and the PASS/MISS verdicts.
+Prepares two XFS backing files (one on the virtio disk of vm.sh --disk, one on a memory-backed
+null_blk device), then runs every fio cell against each target — the raw backing file with
+O_DIRECT, the C loop.ko, rust_loop.ko and the rublk ublk loop target — in buffered and dio mode,
+for BENCH_ROUNDS rounds. The drivers alternate within each (backing, mode) group, in an order
+rotated from group to group (loop.ko and rust_loop.ko both use major 7: only one is loaded at a
+time); a driver's workloads run in one fio process, and fio's exec hooks snapshot /proc/stat
+around each job for the context-switch and CPU-time deltas. Then it measures the page-cache growth
+of an O_DIRECT read through each driver in each mode. Every sample goes to $BENCH_OUT/bench.json,
+rewritten after each group; scripts/bench-report.py turns it into the tables, the chart and the
+PASS/MISS verdicts.
 
 Environment (scripts/bench.sh sets them; defaults in brackets):
   BENCH_RUNTIME [3]        seconds per fio cell
@@ -103,20 +105,6 @@ def read(path, default=None):
             return f.read().strip()
     except OSError:
         return default
-
-
-def proc_stat():
-    """(busy jiffies over all CPUs, total jiffies, context switches) from /proc/stat."""
-    busy = total = ctxt = 0
-    with open("/proc/stat") as f:
-        for line in f:
-            if line.startswith("cpu "):
-                v = [int(x) for x in line.split()[1:]]
-                total = sum(v[:8])
-                busy = total - v[3] - v[4]  # minus idle and iowait
-            elif line.startswith("ctxt "):
-                ctxt = int(line.split()[1])
-    return busy, total, ctxt
 
 
 def meminfo_kib(key):
