@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Host half of scripts/bench.sh: turns results/bench/bench.json (every sample, written by
+scripts/guest-bench.py in the VM) into medians, ratios and PASS/MISS verdicts.
+
+    bench-report.py results/bench/bench.json [--vm-seconds N]
+
+Writes, beside the JSON: summary.md (tables of medians and ratios, the verdicts) and ratios.png
+(bar chart of the ratios, if matplotlib is importable); adds "medians", "ratios", "targets" to the
+JSON. Prints the verdicts. Always exits 0 on a MISS: the verdicts are information, not a gate.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+DRIVERS = ["raw", "loop", "rust_loop", "ublk"]
+LABEL = {"raw": "raw file (O_DIRECT)", "loop": "C loop", "rust_loop": "rust_loop",
+         "ublk": "ublk (rublk)"}
+METRICS = ["iops", "bw_mib_s", "cpu_us_per_io", "ctxt_per_io", "lat_mean_us", "clat_p99_us"]
+RATIOS = [("rust_loop/loop", "loop"), ("rust_loop/ublk", "ublk"), ("rust_loop/raw", "raw")]
+
+# Thresholds for the page-cache targets, as a fraction of the data read.
+PC_DIO_MAX = 0.05
+PC_BUF_RANGE = (0.90, 1.10)
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(v, nd=0):
+    if v is None:
+        return "–"
+    if nd == 0:
+        return f"{v:,.0f}"
+    return f"{v:.{nd}f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("json")
+    ap.add_argument("--vm-seconds", type=float, default=None)
+    ap.add_argument("--host-load", default=None, help="host-load.txt from bench.sh")
+    a = ap.parse_args()
+    with open(a.json) as f:
+        res = json.load(f)
+    meta = res["meta"]
+    if a.vm_seconds is not None:
+        meta["vm_s"] = a.vm_seconds
+    if a.host_load and os.path.exists(a.host_load):
+        rows = []
+        with open(a.host_load) as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 3:
+                    rows.append((float(p[1]), int(p[2])))
+        if rows:
+            meta["host_load1_mean"] = round(statistics.fmean(r[0] for r in rows), 2)
+            meta["host_load1_max"] = max(r[0] for r in rows)
+            meta["host_qemu_max"] = max(r[1] for r in rows)
+    out_dir = os.path.dirname(os.path.abspath(a.json))
+    samples = res["samples"]
+    workloads = meta["workloads"]
+    modes = meta["modes"]
+    backings = [b for b in meta["backings"] if any(s["backing"] == b for s in samples)]
+
+    # medians[(driver, backing, mode, workload)] = {metric: median, "n": samples}
+    groups = {}
+    for s in samples:
+        groups.setdefault((s["driver"], s["backing"], s["mode"], s["workload"]), []).append(s)
+    medians = {}
+    spreads = []
+    for k, ss in groups.items():
+        m = {x: med([s.get(x) for s in ss]) for x in METRICS}
+        m["n"] = len(ss)
+        iops = [s["iops"] for s in ss if s.get("iops")]
+        if len(iops) > 1 and m["iops"]:
+            m["iops_min"], m["iops_max"] = min(iops), max(iops)
+            m["iops_spread"] = (max(iops) - min(iops)) / m["iops"]
+            spreads.append(m["iops_spread"])
+        m["dio"] = ss[0].get("dev_dio")
+        medians[k] = m
+
+    def get(driver, backing, mode, wl, metric="iops"):
+        if driver == "raw":
+            mode = "dio"  # the raw file is always read with O_DIRECT: the limit for both modes
+        m = medians.get((driver, backing, mode, wl))
+        return m.get(metric) if m else None
+
+    def ratio(backing, mode, wl, other, metric="iops"):
+        r, o = get("rust_loop", backing, mode, wl, metric), get(other, backing, mode, wl, metric)
+        return r / o if r is not None and o else None
+
+    by_round = {(s["driver"], s["backing"], s["mode"], s["workload"], s["round"]): s for s in samples}
+
+    def round_ratios(backing, mode, wl, other):
+        """rust_loop / other within each round (the two ran minutes apart at most)."""
+        out = []
+        for rnd in range(1, meta["rounds"] + 1):
+            r = by_round.get(("rust_loop", backing, mode, wl, rnd))
+            o = by_round.get((other, backing, "dio" if other == "raw" else mode, wl, rnd))
+            if r and o and o.get("iops"):
+                out.append(r["iops"] / o["iops"])
+        return out
+
+    def detail(r, other_label, rr):
+        d = f"{fmt(r, 2)} x {other_label}"
+        if len(rr) > 1:
+            d += " (per round: " + ", ".join(f"{x:.2f}" for x in rr) + ")"
+        return d
+
+    ratios = {}
+    for b in backings:
+        for mode in modes:
+            for wl in workloads:
+                ratios[f"{b}/{mode}/{wl}"] = {n: ratio(b, mode, wl, o) for n, o in RATIOS}
+                ratios[f"{b}/{mode}/{wl}"]["rust_loop/loop per round"] = round_ratios(b, mode, wl, "loop")
+
+    # --- targets --------------------------------------------------------------------------------
+    targets = []
+
+    def target(name, ok, detail):
+        verdict = "MISS (no data)" if ok is None else ("PASS" if ok else "MISS")
+        targets.append({"target": name, "verdict": verdict, "detail": detail})
+
+    for b in backings:
+        r = ratio(b, "dio", "randread-4k-qd32", "raw")
+        target(f"{b}: dio randread 4k QD32, rust_loop >= 0.8 x raw", None if r is None else r >= 0.8,
+               detail(r, "raw", round_ratios(b, "dio", "randread-4k-qd32", "raw")))
+    cells_ok, cells_miss, cells_na = [], [], []
+    for b in backings:
+        for mode in modes:
+            for wl in workloads:
+                r = ratio(b, mode, wl, "loop")
+                name = f"{b}/{mode}/{wl}"
+                (cells_na if r is None else cells_ok if r >= 1.0 else cells_miss).append((name, r))
+    n_cells = len(cells_ok) + len(cells_miss) + len(cells_na)
+    target("every cell: rust_loop >= 1.0 x C loop (same mode)",
+           None if not (cells_ok or cells_miss) else not cells_miss and not cells_na,
+           f"{len(cells_ok)}/{n_cells} cells >= 1.0"
+           + (f"; below: " + ", ".join(f"{n} {fmt(r, 2)}" for n, r in cells_miss) if cells_miss else "")
+           + (f"; no data: " + ", ".join(n for n, _ in cells_na) if cells_na else ""))
+    for b in backings:
+        r = ratio(b, "dio", "rw-4k-qd16-12jobs", "loop")
+        target(f"{b}: dio 12-job rw 4k QD16, rust_loop >= 1.3 x C loop",
+               None if r is None else r >= 1.3,
+               detail(r, "C loop", round_ratios(b, "dio", "rw-4k-qd16-12jobs", "loop")))
+    pcs = {(p["driver"], p["mode"]): p for p in res.get("pagecache", [])}
+    p = pcs.get(("rust_loop", "dio"))
+    frac = p["growth_mib"] / p["read_mib"] if p else None
+    target(f"dio page-cache growth ~ 0 (rust_loop, <= {PC_DIO_MAX:.0%} of the data read)",
+           None if p is None else frac <= PC_DIO_MAX,
+           f"+{fmt(p['growth_mib'], 1)} MiB for {p['read_mib']} MiB read" if p else "not measured")
+    p = pcs.get(("rust_loop", "buffered"))
+    frac = p["growth_mib"] / p["read_mib"] if p else None
+    target(f"buffered page-cache growth ~ data read (rust_loop, {PC_BUF_RANGE[0]:.0%}..{PC_BUF_RANGE[1]:.0%})",
+           None if p is None else PC_BUF_RANGE[0] <= frac <= PC_BUF_RANGE[1],
+           f"+{fmt(p['growth_mib'], 1)} MiB for {p['read_mib']} MiB read" if p else "not measured")
+
+    # --- markdown -------------------------------------------------------------------------------
+    L = []
+    L.append("# rust_loop benchmark results\n")
+    L.append(f"- taken {meta['date']} on kernel {meta['kernel']}, {meta.get('accel', '?')}, "
+             f"{meta['cpus']} vCPUs ({meta['cpu_model']}), {meta['mem_total_kib'] // 1024} MiB guest RAM; "
+             f"git {meta.get('git') or '?'}")
+    L.append(f"- {meta['rounds']} round(s) of {meta['runtime_s']:g} s cells, drivers alternating within "
+             f"each backing/mode group, medians over rounds; {meta['file_mib']} MiB preconditioned backing file on XFS "
+             f"on the virtio disk (`disk`) and on a memory-backed null_blk (`nullb`)")
+    L.append(f"- {meta['fio']}; rublk: {meta.get('rublk') or 'not available'}"
+             + (f" (options {' '.join(meta['ublk_opts'])})" if meta.get("ublk_opts") else ""))
+    t = [f"setup {meta.get('setup_s', '?')} s", f"cells {meta.get('bench_s', '?')} s"]
+    if meta.get("vm_s") is not None:
+        t.append(f"VM total {meta['vm_s']:.0f} s")
+    L.append(f"- time: {', '.join(t)}")
+    if meta.get("host_load1_mean") is not None:
+        L.append(f"- host load during the run: 1-min load average mean {meta['host_load1_mean']}, "
+                 f"max {meta['host_load1_max']} on {meta['cpus']} cores; up to "
+                 f"{meta['host_qemu_max']} qemu processes (this VM included)")
+    if spreads:
+        meta["iops_spread_median"] = statistics.median(spreads)
+        meta["iops_spread_max"] = max(spreads)
+        L.append(f"- run-to-run noise: (max - min) / median IOPS of a cell across rounds is "
+                 f"{statistics.median(spreads):.0%} in the median cell, {max(spreads):.0%} at worst")
+    L.append("- absolute numbers under TCG mean little: read the ratios. The raw file is always read "
+             "with O_DIRECT, so `rust_loop/raw` in buffered rows compares against the dio limit.")
+    for n in res.get("notes", []):
+        L.append(f"- NOTE: {n}")
+    for e in res.get("errors", []):
+        L.append(f"- ERROR: {e}")
+    L.append("")
+    L.append("## Targets\n")
+    L.append("| target | verdict | measured |")
+    L.append("|---|---|---|")
+    for t in targets:
+        L.append(f"| {t['target']} | **{t['verdict']}** | {t['detail']} |")
+    L.append("")
+    for b in backings:
+        L.append(f"## IOPS, backing `{b}` (median; 1M workloads: IOPS = MiB/s)\n")
+        L.append("| mode | workload | raw | C loop | rust_loop | ublk | rust/C loop | rust/ublk | rust/raw "
+                 "| rust/C loop per round |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for mode in modes:
+            for wl in workloads:
+                r = ratios[f"{b}/{mode}/{wl}"]
+                L.append(f"| {mode} | {wl} | {fmt(get('raw', b, mode, wl))} | "
+                         f"{fmt(get('loop', b, mode, wl))} | {fmt(get('rust_loop', b, mode, wl))} | "
+                         f"{fmt(get('ublk', b, mode, wl))} | {fmt(r['rust_loop/loop'], 2)} | "
+                         f"{fmt(r['rust_loop/ublk'], 2)} | {fmt(r['rust_loop/raw'], 2)} | "
+                         + (" ".join(f"{x:.2f}" for x in round_ratios(b, mode, wl, "loop")) or "–") + " |")
+        L.append("")
+        L.append(f"### CPU µs per I/O and context switches per I/O, backing `{b}` (median, whole guest)\n")
+        L.append("| mode | workload | " + " | ".join(f"{LABEL[d]} CPU" for d in DRIVERS) + " | "
+                 + " | ".join(f"{LABEL[d]} ctx" for d in DRIVERS) + " |")
+        L.append("|---|---|" + "--:|" * (2 * len(DRIVERS)))
+        for mode in modes:
+            for wl in workloads:
+                L.append(f"| {mode} | {wl} | "
+                         + " | ".join(fmt(get(d, b, mode, wl, 'cpu_us_per_io'), 1) for d in DRIVERS) + " | "
+                         + " | ".join(fmt(get(d, b, mode, wl, 'ctxt_per_io'), 2) for d in DRIVERS) + " |")
+        L.append("")
+    if pcs:
+        L.append(f"## Page-cache growth reading {meta['pagecache_read_mib']} MiB with O_DIRECT "
+                 "through the device (backing `disk`, caches dropped first)\n")
+        L.append("| driver | mode | device dio | Cached growth MiB | growth / data read | read time s |")
+        L.append("|---|---|--:|--:|--:|--:|")
+        for d in DRIVERS:
+            for mode in ["buffered", "dio"]:
+                p = pcs.get((d, mode))
+                if p:
+                    L.append(f"| {LABEL[d]} | {mode} | {p.get('dev_dio')} | {p['growth_mib']:.1f} | "
+                             f"{p['growth_mib'] / p['read_mib']:.2f} | {p['secs']:.1f} |")
+        L.append("")
+    L.append("Every sample: `bench.json` (`samples`, `pagecache`); chart: `ratios.png`.")
+    md = "\n".join(L) + "\n"
+    with open(os.path.join(out_dir, "summary.md"), "w") as f:
+        f.write(md)
+
+    res["medians"] = [{"driver": k[0], "backing": k[1], "mode": k[2], "workload": k[3], **v}
+                      for k, v in sorted(medians.items())]
+    res["ratios"] = ratios
+    res["targets"] = targets
+    with open(a.json, "w") as f:
+        json.dump(res, f, indent=1)
+
+    # --- chart ----------------------------------------------------------------------------------
+    chart = os.path.join(out_dir, "ratios.png")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench-report: matplotlib not importable, no chart", file=sys.stderr)
+        chart = None
+    if chart and backings:
+        cells = [(mode, wl) for mode in modes for wl in workloads]
+        fig, axes = plt.subplots(len(backings), 1, figsize=(max(10, 1.15 * len(cells) + 2), 4.6 * len(backings)),
+                                 squeeze=False)
+        colors = {"rust_loop/loop": "#1f77b4", "rust_loop/ublk": "#ff7f0e", "rust_loop/raw": "#7f7f7f"}
+        names = {"rust_loop/loop": "rust_loop / C loop", "rust_loop/ublk": "rust_loop / ublk (rublk)",
+                 "rust_loop/raw": "rust_loop / raw file O_DIRECT"}
+        w = 0.27
+        for ax, b in zip(axes[:, 0], backings):
+            allv = []
+            for i, (rn, _) in enumerate(RATIOS):
+                xs, ys = [], []
+                for j, (mode, wl) in enumerate(cells):
+                    v = ratios[f"{b}/{mode}/{wl}"][rn]
+                    if v:
+                        xs.append(j + (i - 1) * w)
+                        ys.append(v)
+                        allv.append(v)
+                bars = ax.bar(xs, ys, w, label=names[rn], color=colors[rn])
+                for x, y in zip(xs, ys):
+                    ax.text(x, y, f"{y:.2f}", ha="center", va="bottom", fontsize=6.5, rotation=90)
+            ax.axhline(1.0, color="black", lw=0.8)
+            ax.axhline(0.8, color="grey", lw=0.6, ls="--")
+            ax.axhline(1.3, color="grey", lw=0.6, ls=":")
+            ax.set_yscale("log")
+            if allv:
+                ax.set_ylim(min(min(allv), 0.5) / 1.6, max(max(allv), 2.0) * 4)
+            ax.set_xticks(range(len(cells)))
+            ax.set_xticklabels([f"{m}\n{wl}" for m, wl in cells], fontsize=7.5, rotation=30, ha="right")
+            ax.set_ylabel("IOPS ratio (log)")
+            lo, hi = ax.get_ylim()
+            cands = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100)
+            if hi / lo < 30:  # room for the target lines' own labels
+                cands += (0.8, 1.3)
+            ticks = sorted(t for t in cands if lo <= t <= hi)
+            ax.yaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_title(f"backing: XFS on {'virtio disk' if b == 'disk' else 'memory-backed null_blk'}",
+                         fontsize=10)
+            for j in range(1, len(cells)):
+                if cells[j][0] != cells[j - 1][0]:
+                    ax.axvline(j - 0.5, color="grey", lw=0.5)
+            ax.legend(fontsize=8, loc="upper right", ncol=3, framealpha=0.9)
+        fig.suptitle(f"rust_loop IOPS ratios (medians of {meta['rounds']} round(s) x {meta['runtime_s']:g} s; "
+                     f"{meta.get('accel', '?')}, {meta['cpus']} vCPUs; lines at 0.8, 1.0, 1.3)", fontsize=11)
+        fig.tight_layout()
+        fig.savefig(chart, dpi=110)
+
+    print()
+    print(f"bench: {len(samples)} samples, {len(res.get('errors', []))} errors; medians of "
+          f"{meta['rounds']} rounds x {meta['runtime_s']:g}s")
+    for n in res.get("notes", []):
+        print(f"NOTE: {n}")
+    print()
+    width = max(len(t["target"]) for t in targets) if targets else 10
+    for t in targets:
+        print(f"{t['verdict']:14s} {t['target']:{width}s}  {t['detail']}")
+    print()
+    print(f"wrote {os.path.join(out_dir, 'summary.md')}" + (f", {chart}" if chart else "") + f", {a.json}")
+
+
+if __name__ == "__main__":
+    main()

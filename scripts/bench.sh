@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The benchmark (make bench): rust_loop.ko against the raw backing file (O_DIRECT), the C loop.ko
+# of the same kernel and the rublk ublk loop target, in buffered and dio mode, in one VM boot.
+# See BENCHMARKS.md. Results: results/bench/{bench.json,summary.md,ratios.png}.
+#
+#   scripts/bench.sh                      full run (3 rounds x 3 s cells, 1 GiB backing files)
+#   BENCH_QUICK=1 scripts/bench.sh        smoke run (1 round x 1 s, 2 workloads: a few minutes)
+#
+# Variables (defaults for a full run; BENCH_QUICK=1 changes the ones marked *):
+#   BENCH_RUNTIME=3*      seconds per fio cell            (quick: 1)
+#   BENCH_ROUNDS=3*       rounds, medians over rounds     (quick: 1)
+#   BENCH_FILE_MB=1024*   size of each backing file       (quick: 256)
+#   BENCH_PAGECACHE_MB*   data read by the page-cache test (default: BENCH_FILE_MB; quick: 128)
+#   BENCH_WORKLOADS*      comma list of workloads (default all six; quick: randread-4k-qd32,
+#                         rw-4k-qd16-12jobs)
+#   BENCH_DRIVERS, BENCH_BACKINGS, BENCH_MODES   subsets of raw,loop,rust_loop,ublk / disk,nullb /
+#                         buffered,dio
+#   BENCH_RUBLK_VERSION=0.2.15   rublk from crates.io, built once into $RUST_LOOP_CACHE/rublk
+#   BENCH_UBLK_OPTS       extra `rublk add loop` options (default none: rublk's defaults)
+#   BENCH_VM_MEM=4G       guest memory
+#   BENCH_NO_SETUP=1      skip scripts/setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$ROOT"
+start=$(date +%s)
+
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	: "${BENCH_RUNTIME:=1}" "${BENCH_ROUNDS:=1}" "${BENCH_FILE_MB:=256}"
+	: "${BENCH_WORKLOADS:=randread-4k-qd32,rw-4k-qd16-12jobs}" "${BENCH_PAGECACHE_MB:=128}"
+fi
+BENCH_RUNTIME=${BENCH_RUNTIME:-3}
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH_FILE_MB=${BENCH_FILE_MB:-1024}
+BENCH_PAGECACHE_MB=${BENCH_PAGECACHE_MB:-$BENCH_FILE_MB}
+BENCH_RUBLK_VERSION=${BENCH_RUBLK_VERSION:-0.2.15}
+OUT=$ROOT/results/bench
+
+if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ] && [ "${BENCH_NO_SETUP:-0}" != 1 ]; then
+	bash scripts/setup.sh
+fi
+bash scripts/kernel.sh >/dev/null
+say "module: building rust_loop.ko"
+make -s modules >&2 || die "module build failed"
+
+# rublk (the ublk loop target), from crates.io into the cache, once per version. If it cannot be
+# built, the ublk cells are skipped with a note rather than failing the bench.
+rublk_dir=$CACHE/rublk
+rublk=$rublk_dir/bin/rublk
+rublk_note=
+if [ -x "$rublk" ] && [ "$("$rublk" --version 2>/dev/null)" = "rublk $BENCH_RUBLK_VERSION" ]; then
+	say "rublk: $BENCH_RUBLK_VERSION cached ($rublk)"
+elif ! command -v cargo >/dev/null; then
+	rublk_note="cargo not found"
+else
+	mkdir -p "$rublk_dir"
+	log=$rublk_dir/build.log
+	: >"$log"
+	for features in "" "--no-default-features"; do
+		say "rublk: cargo install --locked rublk --version $BENCH_RUBLK_VERSION $features (log: $log)"
+		# shellcheck disable=SC2086
+		if cargo install --locked --force rublk --version "$BENCH_RUBLK_VERSION" $features \
+			--root "$rublk_dir" >>"$log" 2>&1; then
+			rublk_note=
+			break
+		fi
+		rublk_note="cargo install rublk $BENCH_RUBLK_VERSION failed (see $log)"
+		tail -n 5 "$log" >&2
+	done
+fi
+if [ -n "$rublk_note" ]; then
+	say "rublk: not available, ublk cells will be skipped: $rublk_note"
+	rublk=
+fi
+
+# matplotlib for the chart, in the project's venv (created by setup.sh).
+py=$CACHE/venv/bin/python
+[ -x "$py" ] || die "$py missing: run scripts/setup.sh"
+if ! "$py" -c 'import matplotlib' 2>/dev/null; then
+	say "venv: pip install matplotlib"
+	"$py" -m pip install -q matplotlib || say "pip install matplotlib failed: no chart"
+fi
+
+# A fresh sparse disk image each run: the guest makes XFS on it and preconditions the file.
+img_dir=$CACHE/bench
+mkdir -p "$img_dir" "$OUT"
+img=$img_dir/disk.img
+rm -f "$img"
+truncate -s $(((BENCH_FILE_MB * 5 / 4 + 512) * 1024 * 1024)) "$img"
+rm -f "$OUT/bench.json" "$OUT/summary.md" "$OUT/ratios.png" "$OUT/host-load.txt"
+
+accel=TCG
+[ "${RUST_LOOP_KVM:-0}" = 1 ] && accel=KVM
+git_desc=$(git describe --always --dirty 2>/dev/null || echo unknown)
+say "bench: ${BENCH_ROUNDS} rounds x ${BENCH_RUNTIME}s cells, ${BENCH_FILE_MB} MiB backing files ($accel, ${VM_CPUS:-2} vCPUs, ${BENCH_VM_MEM:-4G})"
+vm_start=$(date +%s)
+status=0
+# The host's load while the VM runs (other VMs on a shared machine skew TCG numbers): sampled
+# every 10 s into host-load.txt ("epoch load1 qemu-processes"), summarised by the report.
+(while :; do
+	echo "$(date +%s) $(cut -d' ' -f1 /proc/loadavg) $(pgrep -c qemu-system || true)"
+	sleep 10
+done) >"$OUT/host-load.txt" 2>/dev/null &
+sampler=$!
+trap 'kill "$sampler" 2>/dev/null || true' EXIT
+bash scripts/vm.sh --disk "$img" --mem "${BENCH_VM_MEM:-4G}" -- env \
+	BENCH_RUNTIME="$BENCH_RUNTIME" BENCH_ROUNDS="$BENCH_ROUNDS" BENCH_FILE_MB="$BENCH_FILE_MB" \
+	BENCH_PAGECACHE_MB="$BENCH_PAGECACHE_MB" BENCH_WORKLOADS="${BENCH_WORKLOADS:-}" \
+	BENCH_DRIVERS="${BENCH_DRIVERS:-}" BENCH_BACKINGS="${BENCH_BACKINGS:-}" \
+	BENCH_MODES="${BENCH_MODES:-}" BENCH_RUBLK="$rublk" BENCH_RUBLK_NOTE="$rublk_note" \
+	BENCH_UBLK_OPTS="${BENCH_UBLK_OPTS:-}" BENCH_ACCEL="$accel" BENCH_GIT="$git_desc" \
+	BENCH_OUT="$OUT" python3 scripts/guest-bench.py || status=$?
+vm_secs=$(($(date +%s) - vm_start))
+kill "$sampler" 2>/dev/null || true
+rm -f "$img"
+[ -f "$OUT/bench.json" ] || die "the guest wrote no $OUT/bench.json (exit status $status)"
+[ $status = 0 ] || say "bench: the guest exited with status $status; reporting what it recorded"
+
+"$py" scripts/bench-report.py "$OUT/bench.json" --vm-seconds "$vm_secs" \
+	--host-load "$OUT/host-load.txt" ||
+	die "bench-report.py failed"
+say "bench: done in $(($(date +%s) - start))s (VM ${vm_secs}s): $OUT/summary.md, $OUT/ratios.png, $OUT/bench.json"
+# A MISS never fails the bench; a guest that could not finish (set-up error, crash) does.
+exit "$status"
