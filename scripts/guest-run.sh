@@ -35,7 +35,7 @@ mount "$dev" /tmp/rust-loop-run/mnt
 df -h /tmp/rust-loop-run/mnt | tail -1
 
 step "fio on the mounted filesystem (${FIO_RUNTIME}s per job, O_DIRECT, libaio)"
-fio --directory=/tmp/rust-loop-run/mnt --size=128M --direct=1 --ioengine=libaio \
+fio --filename=/tmp/rust-loop-run/mnt/fio.dat --size=256M --direct=1 --ioengine=libaio \
 	--runtime="$FIO_RUNTIME" --time_based --group_reporting --output-format=json \
 	--name=randread-4k-qd32 --rw=randread --bs=4k --iodepth=32 --stonewall \
 	--name=randwrite-4k-qd32 --rw=randwrite --bs=4k --iodepth=32 --stonewall \
