@@ -626,9 +626,9 @@ impl<T: DiskOps> Disk<T> {
         {
             return;
         }
-        // SAFETY: The disk was added and is removed exactly once (guarded by `state`);
         // `del_gendisk` drains all I/O, after which the tag set can be freed; `put_disk` drops
         // the allocation reference.
+        // SAFETY: The disk was added and is removed exactly once (guarded by `state`).
         unsafe {
             bindings::del_gendisk(self.as_raw());
             bindings::blk_mq_free_tag_set(self.tag_set.get());

@@ -45,9 +45,8 @@ impl ControlDevice {
                 m.minor = bindings::LOOP_CTRL_MINOR as i32;
                 m.name = c"loop-control".as_ptr().cast();
                 m.fops = &FOPS;
-                // SAFETY: `slot` is pinned memory that outlives the registration (deregistered
-                // in `drop`).
                 // INVARIANT: registered if this returns Ok.
+                // SAFETY: `slot` is pinned memory that outlives the registration (`drop`).
                 unsafe {
                     slot.write(m);
                     to_result(bindings::misc_register(slot))
