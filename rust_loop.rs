@@ -18,10 +18,10 @@ mod control;
 mod device;
 #[path = "rust_loop/ioctl.rs"]
 mod ioctl;
-#[path = "rust_loop/stats.rs"]
-mod stats;
 #[path = "rust_loop/layout.rs"]
 mod layout;
+#[path = "rust_loop/stats.rs"]
+mod stats;
 #[path = "rust_loop/sysfs.rs"]
 mod sysfs;
 #[path = "uapi/loop.rs"]
@@ -224,8 +224,14 @@ impl kernel::Module for LoopModule {
         }
         PART_SHIFT.store(shift, Ordering::Relaxed);
         QUEUE_DEPTH.store(depth as u32, Ordering::Relaxed);
-        NOWAIT_MIN_STACK.store(module_parameters::nowait_min_stack.value(), Ordering::Relaxed);
-        MAX_LOOP_LIMIT.store(if max_loop > 0 { max_loop as u32 } else { 0 }, Ordering::Relaxed);
+        NOWAIT_MIN_STACK.store(
+            module_parameters::nowait_min_stack.value(),
+            Ordering::Relaxed,
+        );
+        MAX_LOOP_LIMIT.store(
+            if max_loop > 0 { max_loop as u32 } else { 0 },
+            Ordering::Relaxed,
+        );
         // SAFETY: Called once, before any use.
         unsafe {
             DEVICES.init();
@@ -234,16 +240,24 @@ impl kernel::Module for LoopModule {
 
         let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;
         // SAFETY: Registers major 7 with a probe that lives as long as the module.
-        let rc = unsafe { bindings::__register_blkdev(bindings::LOOP_MAJOR, c"loop".as_ptr().cast(), Some(probe)) };
+        let rc = unsafe {
+            bindings::__register_blkdev(bindings::LOOP_MAJOR, c"loop".as_ptr().cast(), Some(probe))
+        };
         if rc != 0 {
             return Err(EIO);
         }
-        let count = if max_loop >= 0 { max_loop as u32 } else { DEFAULT_MIN_COUNT };
+        let count = if max_loop >= 0 {
+            max_loop as u32
+        } else {
+            DEFAULT_MIN_COUNT
+        };
         for i in 0..count {
             let _ = add_device(i as i32);
         }
         pr_info!("module loaded\n");
-        Ok(LoopModule { control: Some(control) })
+        Ok(LoopModule {
+            control: Some(control),
+        })
     }
 }
 

@@ -177,7 +177,8 @@ impl BackingFile {
 
     /// The block device the data ends up on: the file itself, or its filesystem's device.
     pub(crate) fn underlying_bdev(&self) -> Option<*mut bindings::block_device> {
-        self.bdev().or_else(|| NonNull::new(self.sb_bdev()).map(|p| p.as_ptr()))
+        self.bdev()
+            .or_else(|| NonNull::new(self.sb_bdev()).map(|p| p.as_ptr()))
     }
 
     /// Whether the data ends up on a loop device (block major 7).
@@ -250,7 +251,8 @@ impl BackingFile {
         // SAFETY: All-zero is a valid `kstat`.
         let mut st: bindings::kstat = unsafe { core::mem::zeroed() };
         // SAFETY: `path` is the file's path and `st` a valid output buffer.
-        let rc = unsafe { bindings::vfs_getattr_nosec(self.path(), &mut st, bindings::STATX_SIZE, 0) };
+        let rc =
+            unsafe { bindings::vfs_getattr_nosec(self.path(), &mut st, bindings::STATX_SIZE, 0) };
         if rc != 0 {
             return 0;
         }
@@ -263,10 +265,19 @@ impl BackingFile {
         let mut st: bindings::kstat = unsafe { core::mem::zeroed() };
         // SAFETY: `path` is the file's path and `st` a valid output buffer.
         let rc = unsafe {
-            bindings::vfs_getattr(self.path(), &mut st, bindings::STATX_INO, bindings::AT_STATX_SYNC_AS_STAT)
+            bindings::vfs_getattr(
+                self.path(),
+                &mut st,
+                bindings::STATX_INO,
+                bindings::AT_STATX_SYNC_AS_STAT,
+            )
         };
         kernel::error::to_result(rc)?;
-        Ok(FileIdentity { dev: st.dev, ino: st.ino, rdev: st.rdev })
+        Ok(FileIdentity {
+            dev: st.dev,
+            ino: st.ino,
+            rdev: st.rdev,
+        })
     }
 
     /// Direct-I/O alignment: the filesystem's `STATX_DIOALIGN`, else its block device's limits,
@@ -287,9 +298,15 @@ impl BackingFile {
         if !sb_bdev.is_null() {
             // SAFETY: The superblock's device lives as long as the file.
             let lim = unsafe { (*(*(*sb_bdev).bd_disk).queue).limits };
-            return DioAlign { min_size: lim.logical_block_size, mem_mask: lim.dma_alignment };
+            return DioAlign {
+                min_size: lim.logical_block_size,
+                mem_mask: lim.dma_alignment,
+            };
         }
-        DioAlign { min_size: SECTOR_SIZE, mem_mask: SECTOR_SIZE - 1 }
+        DioAlign {
+            min_size: SECTOR_SIZE,
+            mem_mask: SECTOR_SIZE - 1,
+        }
     }
 
     /// Discard support: `(granularity, max sectors)` (`loop_get_discard_config`).
@@ -348,7 +365,10 @@ impl BackingFile {
         if start >= buf.len() {
             return Err(EINVAL);
         }
-        let n = buf[start..].iter().position(|&c| c == 0).unwrap_or(buf.len() - start);
+        let n = buf[start..]
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(buf.len() - start);
         buf.copy_within(start..start + n, 0);
         if n + 1 >= buf.len() {
             return Err(ENAMETOOLONG);
@@ -362,7 +382,13 @@ impl BackingFile {
     /// through the page cache even when the file was opened `O_DIRECT`, as loop.c's buffered
     /// mode), with freeze protection around writes. Returns the bytes transferred or a negative
     /// errno.
-    pub(crate) fn rw_sync(&self, dir: Dir, iter: &mut bindings::iov_iter, pos: u64, ioprio: u16) -> isize {
+    pub(crate) fn rw_sync(
+        &self,
+        dir: Dir,
+        iter: &mut bindings::iov_iter,
+        pos: u64,
+        ioprio: u16,
+    ) -> isize {
         // SAFETY: All-zero is a valid `kiocb`: synchronous (no `ki_complete`), no flags.
         let mut iocb: bindings::kiocb = unsafe { core::mem::zeroed() };
         iocb.ki_filp = self.as_raw();
@@ -381,7 +407,12 @@ impl BackingFile {
     /// Submits `iocb` (prepared for this file) with `read_iter`/`write_iter`; returns the bytes
     /// transferred, `-EIOCBQUEUED` when `ki_complete` will report the result, or a negative
     /// errno.
-    pub(crate) fn rw_kiocb(&self, dir: Dir, iocb: &mut bindings::kiocb, iter: &mut bindings::iov_iter) -> isize {
+    pub(crate) fn rw_kiocb(
+        &self,
+        dir: Dir,
+        iocb: &mut bindings::kiocb,
+        iter: &mut bindings::iov_iter,
+    ) -> isize {
         let op = match dir {
             Dir::Read => self.f_op().read_iter,
             Dir::Write => self.f_op().write_iter,

@@ -145,7 +145,10 @@ impl Request {
     /// The request's bios, in order.
     pub(crate) fn bios(&self) -> Bios<'_> {
         // SAFETY: By the type invariant the request is valid.
-        Bios { next: unsafe { (*self.as_raw()).bio }, _rq: PhantomData }
+        Bios {
+            next: unsafe { (*self.as_raw()).bio },
+            _rq: PhantomData,
+        }
     }
 
     /// The per-command data of the request.
@@ -188,7 +191,10 @@ impl<'a> Iterator for Bios<'a> {
         let bio = NonNull::new(self.next)?;
         // SAFETY: The bios of an owned request are valid and linked by `bi_next`.
         self.next = unsafe { (*bio.as_ptr()).bi_next };
-        Some(Bio { ptr: bio, _rq: PhantomData })
+        Some(Bio {
+            ptr: bio,
+            _rq: PhantomData,
+        })
     }
 }
 
@@ -218,7 +224,11 @@ impl<'a> Bio<'a> {
     /// The bio's multi-page segments (`bio_for_each_bvec`).
     pub(crate) fn bvecs(&self) -> BvecIter<'a> {
         // SAFETY: The bio is valid for `'a`.
-        BvecIter { table: unsafe { (*self.as_raw()).bi_io_vec }, iter: self.iter(), _bio: PhantomData }
+        BvecIter {
+            table: unsafe { (*self.as_raw()).bi_io_vec },
+            iter: self.iter(),
+            _bio: PhantomData,
+        }
     }
 
     /// The bio's bvec table starting at its current position, with the offset into the first
@@ -257,7 +267,11 @@ impl Iterator for BvecIter<'_> {
         } else {
             self.iter.bi_offset = done + len;
         }
-        Some(bindings::bio_vec { bv_page: bv.bv_page, bv_len: len, bv_offset: bv.bv_offset + done })
+        Some(bindings::bio_vec {
+            bv_page: bv.bv_page,
+            bv_len: len,
+            bv_offset: bv.bv_offset + done,
+        })
     }
 }
 
@@ -339,7 +353,10 @@ impl Queue {
     pub(crate) fn freeze(&self) -> QueueFreeze<'_> {
         // SAFETY: The queue is valid; the guard unfreezes it exactly once.
         unsafe { bindings::blk_mq_freeze_queue_nomemsave(self.as_raw()) };
-        QueueFreeze { queue: self, _noio: TaskFlags::set(bindings::PF_MEMALLOC_NOIO) }
+        QueueFreeze {
+            queue: self,
+            _noio: TaskFlags::set(bindings::PF_MEMALLOC_NOIO),
+        }
     }
 
     /// Updates the queue limits under the queue's limits lock (`queue_limits_start_update` /
@@ -444,8 +461,13 @@ pub(crate) trait DiskOps: Sized + 'static {
     /// An opener went away (called with the disk's `open_mutex` held).
     fn release(data: &Self::Data);
     /// A block device ioctl.
-    fn ioctl(data: &Self::Data, bdev: *mut bindings::block_device, mode: u32, cmd: u32, arg: usize)
-        -> Result<i32>;
+    fn ioctl(
+        data: &Self::Data,
+        bdev: *mut bindings::block_device,
+        mode: u32,
+        cmd: u32,
+        arg: usize,
+    ) -> Result<i32>;
     /// A 32-bit block device ioctl.
     fn compat_ioctl(
         data: &Self::Data,
@@ -579,14 +601,24 @@ impl<T: DiskOps> Disk<T> {
         // SAFETY: `from_err_ptr` succeeded, so the pointer is not null.
         let disk = unsafe { NonNull::new_unchecked(disk) };
         // INVARIANT: the tag set is allocated and the disk was allocated on it.
-        Ok(Self { tag_set, disk, state: AtomicU8::new(DISK_ALLOCATED), _t: PhantomData })
+        Ok(Self {
+            tag_set,
+            disk,
+            state: AtomicU8::new(DISK_ALLOCATED),
+            _t: PhantomData,
+        })
     }
 
     /// Gives the disk its per-disk state and makes it visible (`add_disk`).
     pub(crate) fn add(&self, data: Arc<T::Data>) -> Result {
         if self
             .state
-            .compare_exchange(DISK_ALLOCATED, DISK_ADDING, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                DISK_ALLOCATED,
+                DISK_ADDING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_err()
         {
             return Err(EINVAL);
@@ -621,7 +653,12 @@ impl<T: DiskOps> Disk<T> {
     pub(crate) fn remove(&self) {
         if self
             .state
-            .compare_exchange(DISK_ADDED, DISK_REMOVED, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                DISK_ADDED,
+                DISK_REMOVED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_err()
         {
             return;

@@ -15,7 +15,7 @@
 
 use crate::{
     backing::{BackingFile, Dir, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE},
-    blk::{BlkStatus, Bio, ReqOp, Request},
+    blk::{Bio, BlkStatus, ReqOp, Request},
     device::{IoState, LoopDevice},
     worker::KthreadWork,
 };
@@ -115,14 +115,19 @@ impl LoopCmd {
         dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
         let Some(io) = dev.io_backing() else {
             if rq.op() == ReqOp::Write {
-                dev.stats.worker_writes_pending.fetch_sub(1, Ordering::Relaxed);
+                dev.stats
+                    .worker_writes_pending
+                    .fetch_sub(1, Ordering::Relaxed);
             }
             self.set_result(EIO);
             rq.complete();
             return;
         };
         let is_write = rq.op() == ReqOp::Write;
-        if io.direct_io && matches!(rq.op(), ReqOp::Read | ReqOp::Write) && !(is_write && io.read_only) {
+        if io.direct_io
+            && matches!(rq.op(), ReqOp::Read | ReqOp::Write)
+            && !(is_write && io.read_only)
+        {
             // Blocking submission; its completion (or error) arrives through `dio_complete`.
             let _ = self.submit_dio(dev, io, rq, false);
         } else {
@@ -132,7 +137,9 @@ impl LoopCmd {
         }
         if is_write {
             // Pairs with `queue_to_worker`; `rq` may be gone, `is_write` was read before.
-            dev.stats.worker_writes_pending.fetch_sub(1, Ordering::Relaxed);
+            dev.stats
+                .worker_writes_pending
+                .fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -198,14 +205,20 @@ impl LoopCmd {
     /// Queues the command to the device's worker.
     pub(crate) fn queue_to_worker(&self, dev: &LoopDevice, rq: &Request) {
         if rq.op() == ReqOp::Write {
-            dev.stats.worker_writes_pending.fetch_add(1, Ordering::Relaxed);
+            dev.stats
+                .worker_writes_pending
+                .fetch_add(1, Ordering::Relaxed);
         }
         dev.worker.queue(&self.work);
     }
 
     /// Submits the request as one direct-I/O kiocb over its pages.
     fn submit_dio(&self, dev: &LoopDevice, io: &IoState, rq: &Request, nowait: bool) -> DioSubmit {
-        let dir = if rq.op() == ReqOp::Write { Dir::Write } else { Dir::Read };
+        let dir = if rq.op() == ReqOp::Write {
+            Dir::Write
+        } else {
+            Dir::Read
+        };
         // SAFETY: The caller owns the command (no submission in flight).
         let st = unsafe { &mut *self.dio.get() };
         let mut iter = if rq.is_multi_bio() {
@@ -307,7 +320,11 @@ impl LoopCmd {
         // SAFETY: `iocb` is the `iocb` of a `LoopCmd`'s `DioState` (`UnsafeCell` is transparent).
         let cmd = unsafe { &*iocb.cast::<u8>().sub(off).cast::<LoopCmd>() };
         // SAFETY: The PDU follows its request, which is in flight.
-        let rq = unsafe { Request::from_raw(bindings::blk_mq_rq_from_pdu((cmd as *const LoopCmd).cast_mut().cast())) };
+        let rq = unsafe {
+            Request::from_raw(bindings::blk_mq_rq_from_pdu(
+                (cmd as *const LoopCmd).cast_mut().cast(),
+            ))
+        };
         // SAFETY: The request belongs to a loop device's queue, whose `queuedata` is the device.
         let dev = unsafe { &*(*(*rq.as_raw()).q).queuedata.cast::<LoopDevice>() };
         cmd.set_result(ret);
@@ -353,12 +370,15 @@ impl LoopCmd {
                 0 => 0,
                 _ => EIO,
             },
-            ReqOp::Discard => {
-                pos().map_or(EIO, |pos| Self::fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE))
-            }
+            ReqOp::Discard => pos().map_or(EIO, |pos| {
+                Self::fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
+            }),
             ReqOp::WriteZeroes => {
-                let mode =
-                    if rq.no_unmap() { FALLOC_FL_ZERO_RANGE } else { FALLOC_FL_PUNCH_HOLE };
+                let mode = if rq.no_unmap() {
+                    FALLOC_FL_ZERO_RANGE
+                } else {
+                    FALLOC_FL_PUNCH_HOLE
+                };
                 pos().map_or(EIO, |pos| Self::fallocate(dev, file, rq, pos, mode))
             }
             ReqOp::Other => EIO,
@@ -374,7 +394,11 @@ impl LoopCmd {
             let mut iter = bio_iter(bio, dir);
             let ret = file.rw_sync(dir, &mut iter, pos, rq.ioprio());
             if ret < 0 {
-                return if done > 0 && dir == Dir::Read { done } else { ret };
+                return if done > 0 && dir == Dir::Read {
+                    done
+                } else {
+                    ret
+                };
             }
             done += ret;
             pos += ret as u64;
@@ -408,8 +432,14 @@ impl LoopCmd {
         let bytes = rq.bytes() as isize;
         if ret >= 0 {
             match rq.op() {
-                ReqOp::Read => dev.stats.read_bytes.fetch_add(ret as u64, Ordering::Relaxed),
-                ReqOp::Write => dev.stats.write_bytes.fetch_add(ret as u64, Ordering::Relaxed),
+                ReqOp::Read => dev
+                    .stats
+                    .read_bytes
+                    .fetch_add(ret as u64, Ordering::Relaxed),
+                ReqOp::Write => dev
+                    .stats
+                    .write_bytes
+                    .fetch_add(ret as u64, Ordering::Relaxed),
                 _ => 0,
             };
             // A short write is an error.
@@ -453,7 +483,13 @@ fn bio_iter(bio: Bio<'_>, dir: Dir) -> bindings::iov_iter {
     // SAFETY: `table` points at the bio's current bvec; `nr` entries from there cover its
     // `size` bytes starting `offset` bytes into the first one (as loop.c does).
     unsafe {
-        bindings::iov_iter_bvec(&mut iter, dir.iter_dir(), table, nr as _, bio.size() as usize)
+        bindings::iov_iter_bvec(
+            &mut iter,
+            dir.iter_dir(),
+            table,
+            nr as _,
+            bio.size() as usize,
+        )
     };
     iter.iov_offset = offset;
     iter
@@ -476,4 +512,3 @@ fn zero_fill_from(rq: &Request, mut skip: usize) {
         skip = 0;
     }
 }
-

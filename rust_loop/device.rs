@@ -102,7 +102,11 @@ pub(crate) struct IoState {
 struct IoCell(UnsafeCell<Option<IoState>>);
 
 impl IoCell {
-    fn replace(&self, _frozen: &crate::blk::QueueFreeze<'_>, new: Option<IoState>) -> Option<IoState> {
+    fn replace(
+        &self,
+        _frozen: &crate::blk::QueueFreeze<'_>,
+        new: Option<IoState>,
+    ) -> Option<IoState> {
         // SAFETY: The queue is frozen (witnessed by the guard), so no request reads the cell.
         unsafe { core::mem::replace(&mut *self.0.get(), new) }
     }
@@ -272,7 +276,8 @@ impl LoopDevice {
         // No writeback throttling by default: wbt may sleep inside a NOWAIT submission and
         // deadlock against this queue (one of the failures of upstream's NOWAIT series). If a
         // user enables an rq-qos policy anyway, `queue_rq` leaves submission to the worker.
-        dev.queue().set_flag(bindings::QUEUE_FLAG_DISABLE_WBT_DEF, true);
+        dev.queue()
+            .set_flag(bindings::QUEUE_FLAG_DISABLE_WBT_DEF, true);
         Ok(dev)
     }
 
@@ -404,7 +409,13 @@ impl LoopDevice {
     }
 
     /// Fills `lim` for `file` with block size `bsize` (0: the default) (`loop_update_limits`).
-    fn fill_limits(&self, lim: &mut bindings::queue_limits, file: &BackingFile, dio: DioAlign, bsize: u32) {
+    fn fill_limits(
+        &self,
+        lim: &mut bindings::queue_limits,
+        file: &BackingFile,
+        dio: DioAlign,
+        bsize: u32,
+    ) {
         let flags = self.flags();
         let bsize = match bsize {
             0 if flags & FLAG_DIRECT_IO != 0 => dio.min_size,
@@ -495,7 +506,11 @@ impl LoopDevice {
         let is_loop = crate::loop_device_of(&file).is_some();
         let module_ref = ModuleRef::get();
         let claim = Claim::new(bdev, mode)?;
-        let validate = if is_loop { Some(crate::VALIDATE.lock()) } else { None };
+        let validate = if is_loop {
+            Some(crate::VALIDATE.lock())
+        } else {
+            None
+        };
         let mut cfg = self.cfg.lock();
 
         if self.state() != State::Unbound {
@@ -527,7 +542,10 @@ impl LoopDevice {
         cfg.dio = file.dio_align();
         self.discard_on.store(true, Ordering::Relaxed);
         let dio = cfg.dio;
-        if let Err(e) = self.queue().update_limits(|lim| self.fill_limits(lim, &file, dio, config.block_size)) {
+        if let Err(e) = self
+            .queue()
+            .update_limits(|lim| self.fill_limits(lim, &file, dio, config.block_size))
+        {
             file.restore_gfp(cfg.old_gfp);
             self.set_flags(0);
             self.disk.suppress_uevents(false);
@@ -567,7 +585,10 @@ impl LoopDevice {
 
     /// Merging on in direct-I/O mode, off (nomerges=2) in buffered mode.
     fn set_merging(&self) {
-        self.queue().set_flag(bindings::QUEUE_FLAG_NOMERGES, self.flags() & FLAG_DIRECT_IO == 0);
+        self.queue().set_flag(
+            bindings::QUEUE_FLAG_NOMERGES,
+            self.flags() & FLAG_DIRECT_IO == 0,
+        );
     }
 
     fn reread_partitions(&self) {
@@ -582,7 +603,8 @@ impl LoopDevice {
 
     fn sysfs_add(&self) {
         if !self.sysfs_on.load(Ordering::Relaxed) {
-            self.sysfs_on.store(sysfs::add(self.disk.kobj()).is_ok(), Ordering::Relaxed);
+            self.sysfs_on
+                .store(sysfs::add(self.disk.kobj()).is_ok(), Ordering::Relaxed);
         }
     }
 
@@ -636,7 +658,11 @@ impl LoopDevice {
         self.disk.force_media_change();
         // Drop every partition, also those added by BLKPG; `open_mutex` is held by release.
         if let Err(e) = self.disk.rescan_partitions(true) {
-            pr_warn!("__loop_clr_fd: partition scan of loop{} failed (rc={})\n", self.number, e.to_errno());
+            pr_warn!(
+                "__loop_clr_fd: partition scan of loop{} failed (rc={})\n",
+                self.number,
+                e.to_errno()
+            );
         }
         self.set_flags(0);
         if crate::part_shift() == 0 {
@@ -668,7 +694,11 @@ impl LoopDevice {
 
     fn change_fd_locked(&self, file: BackingFile) -> Result<bool> {
         let is_loop = crate::loop_device_of(&file).is_some();
-        let validate = if is_loop { Some(crate::VALIDATE.lock()) } else { None };
+        let validate = if is_loop {
+            Some(crate::VALIDATE.lock())
+        } else {
+            None
+        };
         let mut cfg = self.cfg.lock();
         if self.state() != State::Bound {
             return Err(ENXIO);
@@ -725,7 +755,9 @@ impl LoopDevice {
             if r.is_ok() {
                 let flags = self.flags();
                 partscan = flags & FLAG_PARTSCAN == 0 && info.lo_flags & FLAG_PARTSCAN != 0;
-                self.set_flags((flags & !SET_STATUS_CLEARABLE) | (info.lo_flags & SET_STATUS_SETTABLE));
+                self.set_flags(
+                    (flags & !SET_STATUS_CLEARABLE) | (info.lo_flags & SET_STATUS_SETTABLE),
+                );
                 self.update_dio(&file, cfg.dio);
                 self.publish_io(&frozen, Some(file.clone()));
             }
@@ -800,12 +832,20 @@ impl LoopDevice {
         let dio = cfg.dio;
         self.queue().update_limits_frozen(
             |lim| {
-                let flags = if on { self.flags() | FLAG_DIRECT_IO } else { self.flags() & !FLAG_DIRECT_IO };
+                let flags = if on {
+                    self.flags() | FLAG_DIRECT_IO
+                } else {
+                    self.flags() & !FLAG_DIRECT_IO
+                };
                 lim.dma_alignment = Self::dma_alignment(flags, dio);
             },
             |frozen| {
                 let f = self.flags();
-                self.set_flags(if on { f | FLAG_DIRECT_IO } else { f & !FLAG_DIRECT_IO });
+                self.set_flags(if on {
+                    f | FLAG_DIRECT_IO
+                } else {
+                    f & !FLAG_DIRECT_IO
+                });
                 self.publish_io(frozen, Some(file.clone()));
             },
         )?;
@@ -814,7 +854,12 @@ impl LoopDevice {
     }
 
     /// `LOOP_SET_BLOCK_SIZE` (`loop_set_block_size`).
-    pub(crate) fn set_block_size(&self, mode: u32, bdev: *mut bindings::block_device, arg: usize) -> Result {
+    pub(crate) fn set_block_size(
+        &self,
+        mode: u32,
+        bdev: *mut bindings::block_device,
+        arg: usize,
+    ) -> Result {
         let _claim = Claim::new(bdev, mode)?;
         let cfg = self.cfg.lock();
         if self.state() != State::Bound {
@@ -924,7 +969,13 @@ impl DiskOps for LoopDisk {
         }
     }
 
-    fn ioctl(dev: &LoopDevice, bdev: *mut bindings::block_device, mode: u32, cmd: u32, arg: usize) -> Result<i32> {
+    fn ioctl(
+        dev: &LoopDevice,
+        bdev: *mut bindings::block_device,
+        mode: u32,
+        cmd: u32,
+        arg: usize,
+    ) -> Result<i32> {
         crate::ioctl::dispatch(dev, bdev, mode, cmd, arg).map(|()| 0)
     }
 

@@ -153,7 +153,13 @@ fn info64_to_old(i: &loop_info64) -> Result<loop_info> {
 fn copy_name<A: Copy, B: Copy>(dst: &mut [A; NAME_SIZE], src: &[B; NAME_SIZE]) {
     const { assert!(size_of::<A>() == 1 && size_of::<B>() == 1) };
     // SAFETY: Both arrays are `NAME_SIZE` bytes of one-byte integer types.
-    unsafe { core::ptr::copy_nonoverlapping(src.as_ptr().cast::<u8>(), dst.as_mut_ptr().cast::<u8>(), NAME_SIZE) };
+    unsafe {
+        core::ptr::copy_nonoverlapping(
+            src.as_ptr().cast::<u8>(),
+            dst.as_mut_ptr().cast::<u8>(),
+            NAME_SIZE,
+        )
+    };
 }
 
 /// `struct compat_loop_info`: `loop_info` as a 32-bit x86 process lays it out.

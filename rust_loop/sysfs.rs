@@ -22,7 +22,8 @@ impl<T> KernelOwned<T> {
     }
 }
 
-type ShowFn = unsafe extern "C" fn(*mut bindings::device, *mut bindings::device_attribute, *mut u8) -> isize;
+type ShowFn =
+    unsafe extern "C" fn(*mut bindings::device, *mut bindings::device_attribute, *mut u8) -> isize;
 
 const fn ro_attr(name: &'static CStr, show: ShowFn) -> KernelOwned<bindings::device_attribute> {
     // SAFETY: All-zero is a valid `device_attribute`.
@@ -34,7 +35,8 @@ const fn ro_attr(name: &'static CStr, show: ShowFn) -> KernelOwned<bindings::dev
     KernelOwned(UnsafeCell::new(a))
 }
 
-static BACKING_FILE: KernelOwned<bindings::device_attribute> = ro_attr(c"backing_file", show_backing_file);
+static BACKING_FILE: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"backing_file", show_backing_file);
 static OFFSET: KernelOwned<bindings::device_attribute> = ro_attr(c"offset", show_offset);
 static SIZELIMIT: KernelOwned<bindings::device_attribute> = ro_attr(c"sizelimit", show_sizelimit);
 static AUTOCLEAR: KernelOwned<bindings::device_attribute> = ro_attr(c"autoclear", show_autoclear);
@@ -61,17 +63,25 @@ static GROUP: KernelOwned<bindings::attribute_group> = KernelOwned(UnsafeCell::n
 
 static NOWAIT_COMPLETIONS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_completions", show_nowait_completions);
-static NOWAIT_EAGAIN: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_eagain", show_nowait_eagain);
+static NOWAIT_EAGAIN: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_eagain", show_nowait_eagain);
 static WORKER_SUBMISSIONS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"worker_submissions", show_worker_submissions);
-static READ_BYTES: KernelOwned<bindings::device_attribute> = ro_attr(c"read_bytes", show_read_bytes);
-static WRITE_BYTES: KernelOwned<bindings::device_attribute> = ro_attr(c"write_bytes", show_write_bytes);
+static READ_BYTES: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"read_bytes", show_read_bytes);
+static WRITE_BYTES: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"write_bytes", show_write_bytes);
 
-static SKIP_JOURNAL: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_journal", show_skip_journal);
-static SKIP_STACK: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_stack", show_skip_stack);
-static SKIP_RQQOS: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_rqqos", show_skip_rqqos);
-static SKIP_NESTED: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_nested", show_skip_nested);
-static SKIP_WRITES: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait_skip_writes", show_skip_writes);
+static SKIP_JOURNAL: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_journal", show_skip_journal);
+static SKIP_STACK: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_stack", show_skip_stack);
+static SKIP_RQQOS: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_rqqos", show_skip_rqqos);
+static SKIP_NESTED: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_nested", show_skip_nested);
+static SKIP_WRITES: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_writes", show_skip_writes);
 
 static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 11]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
@@ -160,7 +170,10 @@ unsafe fn show(
 ) -> isize {
     // SAFETY: sysfs passes a live loop disk's device and a `PAGE_SIZE` buffer.
     let (lo, page) = unsafe {
-        (device_of(dev), core::slice::from_raw_parts_mut(buf, kernel::page::PAGE_SIZE))
+        (
+            device_of(dev),
+            core::slice::from_raw_parts_mut(buf, kernel::page::PAGE_SIZE),
+        )
     };
     match f(lo, page) {
         Ok(n) => n as isize,
@@ -198,24 +211,59 @@ macro_rules! show_value {
             buf: *mut u8,
         ) -> isize {
             // SAFETY: Called by sysfs for our attribute.
-            unsafe { show(dev, buf, |$lo, page| emit(page, format_args!("{}\n", $value))) }
+            unsafe {
+                show(dev, buf, |$lo, page| {
+                    emit(page, format_args!("{}\n", $value))
+                })
+            }
         }
     };
 }
 
 show_value!(show_offset, |lo| lo.offset());
 show_value!(show_sizelimit, |lo| lo.sizelimit());
-show_value!(show_autoclear, |lo| (lo.flags() & FLAG_AUTOCLEAR != 0) as u8);
+show_value!(show_autoclear, |lo| (lo.flags() & FLAG_AUTOCLEAR != 0)
+    as u8);
 show_value!(show_partscan, |lo| (lo.flags() & FLAG_PARTSCAN != 0) as u8);
 show_value!(show_dio, |lo| (lo.flags() & FLAG_DIRECT_IO != 0) as u8);
 
-show_value!(show_nowait_completions, |lo| lo.stats.nowait_completions.load(Ordering::Relaxed));
-show_value!(show_nowait_eagain, |lo| lo.stats.nowait_eagain.load(Ordering::Relaxed));
-show_value!(show_worker_submissions, |lo| lo.stats.worker_submissions.load(Ordering::Relaxed));
-show_value!(show_read_bytes, |lo| lo.stats.read_bytes.load(Ordering::Relaxed));
-show_value!(show_write_bytes, |lo| lo.stats.write_bytes.load(Ordering::Relaxed));
-show_value!(show_skip_journal, |lo| lo.stats.nowait_skip_journal.load(Ordering::Relaxed));
-show_value!(show_skip_stack, |lo| lo.stats.nowait_skip_stack.load(Ordering::Relaxed));
-show_value!(show_skip_rqqos, |lo| lo.stats.nowait_skip_rqqos.load(Ordering::Relaxed));
-show_value!(show_skip_writes, |lo| lo.stats.nowait_skip_writes.load(Ordering::Relaxed));
-show_value!(show_skip_nested, |lo| lo.stats.nowait_skip_nested.load(Ordering::Relaxed));
+show_value!(show_nowait_completions, |lo| lo
+    .stats
+    .nowait_completions
+    .load(Ordering::Relaxed));
+show_value!(show_nowait_eagain, |lo| lo
+    .stats
+    .nowait_eagain
+    .load(Ordering::Relaxed));
+show_value!(show_worker_submissions, |lo| lo
+    .stats
+    .worker_submissions
+    .load(Ordering::Relaxed));
+show_value!(show_read_bytes, |lo| lo
+    .stats
+    .read_bytes
+    .load(Ordering::Relaxed));
+show_value!(show_write_bytes, |lo| lo
+    .stats
+    .write_bytes
+    .load(Ordering::Relaxed));
+show_value!(show_skip_journal, |lo| lo
+    .stats
+    .nowait_skip_journal
+    .load(Ordering::Relaxed));
+show_value!(show_skip_stack, |lo| lo
+    .stats
+    .nowait_skip_stack
+    .load(Ordering::Relaxed));
+show_value!(show_skip_rqqos, |lo| lo
+    .stats
+    .nowait_skip_rqqos
+    .load(Ordering::Relaxed));
+show_value!(show_skip_writes, |lo| lo
+    .stats
+    .nowait_skip_writes
+    .load(Ordering::Relaxed));
+show_value!(show_skip_nested, |lo| lo
+    .stats
+    .nowait_skip_nested
+    .load(Ordering::Relaxed));

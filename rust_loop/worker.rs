@@ -38,7 +38,9 @@ impl KthreadWorker {
         unsafe { bindings::wake_up_process((*ptr).task) };
         // SAFETY: `from_err_ptr` succeeded, so the pointer is not null.
         // INVARIANT: the worker was created and started.
-        Ok(Self { ptr: unsafe { NonNull::new_unchecked(ptr) } })
+        Ok(Self {
+            ptr: unsafe { NonNull::new_unchecked(ptr) },
+        })
     }
 
     /// Queues `work`; it runs on this worker's thread. Returns false if it was already queued.
@@ -46,7 +48,6 @@ impl KthreadWorker {
         // SAFETY: The worker is running (type invariant); `work` was initialised.
         unsafe { bindings::kthread_queue_work(self.ptr.as_ptr(), work.0.get()) }
     }
-
 }
 
 impl Drop for KthreadWorker {
