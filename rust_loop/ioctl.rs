@@ -114,40 +114,48 @@ pub(crate) fn dispatch(
     }
 }
 
-fn info64_from_old(info: &loop_info) -> loop_info64 {
-    // SAFETY: All-zero is a valid `loop_info64`.
-    let mut i: loop_info64 = unsafe { core::mem::zeroed() };
-    i.lo_number = info.lo_number as u32;
-    i.lo_device = info.lo_device as u64;
-    i.lo_inode = info.lo_inode as u64;
-    i.lo_rdevice = info.lo_rdevice as u64;
-    i.lo_offset = info.lo_offset as i64 as u64;
-    i.lo_sizelimit = 0;
-    i.lo_flags = info.lo_flags as u32;
-    copy_name(&mut i.lo_file_name, &info.lo_name);
-    i
+/// The conversions between `loop_info64` and an old-style status structure (`loop_info`, or its
+/// 32-bit layout), as loop.c's `loop_info64_{from,to}_old` and `..._compat`.
+macro_rules! old_info_conversions {
+    ($old:ty, $from:ident, $to:ident) => {
+        fn $from(info: &$old) -> loop_info64 {
+            // SAFETY: All-zero is a valid `loop_info64`.
+            let mut i: loop_info64 = unsafe { core::mem::zeroed() };
+            i.lo_number = info.lo_number as u32;
+            i.lo_device = info.lo_device as u64;
+            i.lo_inode = info.lo_inode as u64;
+            i.lo_rdevice = info.lo_rdevice as u64;
+            i.lo_offset = info.lo_offset as i64 as u64;
+            i.lo_flags = info.lo_flags as u32;
+            copy_name(&mut i.lo_file_name, &info.lo_name);
+            i
+        }
+
+        fn $to(i: &loop_info64) -> Result<$old> {
+            // SAFETY: All-zero is a valid old-style status structure.
+            let mut info: $old = unsafe { core::mem::zeroed() };
+            info.lo_number = i.lo_number as _;
+            info.lo_device = i.lo_device as _;
+            info.lo_inode = i.lo_inode as _;
+            info.lo_rdevice = i.lo_rdevice as _;
+            info.lo_offset = i.lo_offset as _;
+            info.lo_flags = i.lo_flags as _;
+            copy_name(&mut info.lo_name, &i.lo_file_name);
+            // Values that do not fit the old structure are an error, as loop.c.
+            if info.lo_device as u64 != i.lo_device
+                || info.lo_rdevice as u64 != i.lo_rdevice
+                || info.lo_inode as u64 != i.lo_inode
+                || info.lo_offset as i64 as u64 != i.lo_offset
+            {
+                return Err(EOVERFLOW);
+            }
+            Ok(info)
+        }
+    };
 }
 
-fn info64_to_old(i: &loop_info64) -> Result<loop_info> {
-    // SAFETY: All-zero is a valid `loop_info`.
-    let mut info: loop_info = unsafe { core::mem::zeroed() };
-    info.lo_number = i.lo_number as i32;
-    info.lo_device = i.lo_device as _;
-    info.lo_inode = i.lo_inode as _;
-    info.lo_rdevice = i.lo_rdevice as _;
-    info.lo_offset = i.lo_offset as _;
-    info.lo_flags = i.lo_flags as _;
-    copy_name(&mut info.lo_name, &i.lo_file_name);
-    // Values that do not fit the old structure are an error, as loop.c.
-    if info.lo_device as u64 != i.lo_device
-        || info.lo_rdevice as u64 != i.lo_rdevice
-        || info.lo_inode as u64 != i.lo_inode
-        || info.lo_offset as i64 as u64 != i.lo_offset
-    {
-        return Err(EOVERFLOW);
-    }
-    Ok(info)
-}
+old_info_conversions!(loop_info, info64_from_old, info64_to_old);
+old_info_conversions!(CompatLoopInfo, info64_from_compat, info64_to_compat);
 
 /// Copies a `LO_NAME_SIZE` name between the `u8`/`c_char` arrays of the two structures.
 fn copy_name<A: Copy, B: Copy>(dst: &mut [A; NAME_SIZE], src: &[B; NAME_SIZE]) {
@@ -196,39 +204,13 @@ pub(crate) fn dispatch_compat(
         uapi::LOOP_SET_STATUS => {
             check_writer(mode)?;
             let c: CompatLoopInfo = read_user(arg)?;
-            // SAFETY: All-zero is a valid `loop_info64`.
-            let mut i: loop_info64 = unsafe { core::mem::zeroed() };
-            i.lo_number = c.lo_number as u32;
-            i.lo_device = c.lo_device as u64;
-            i.lo_inode = c.lo_inode as u64;
-            i.lo_rdevice = c.lo_rdevice as u64;
-            i.lo_offset = c.lo_offset as i64 as u64;
-            i.lo_flags = c.lo_flags as u32;
-            copy_name(&mut i.lo_file_name, &c.lo_name);
-            dev.set_status(&i)
+            dev.set_status(&info64_from_compat(&c))
         }
         uapi::LOOP_GET_STATUS => {
             if arg == 0 {
                 return Err(EINVAL);
             }
-            let i = dev.get_status()?;
-            // SAFETY: All-zero is a valid `CompatLoopInfo`.
-            let mut c: CompatLoopInfo = unsafe { core::mem::zeroed() };
-            c.lo_number = i.lo_number as i32;
-            c.lo_device = i.lo_device as u16;
-            c.lo_inode = i.lo_inode as u32;
-            c.lo_rdevice = i.lo_rdevice as u16;
-            c.lo_offset = i.lo_offset as i32;
-            c.lo_flags = i.lo_flags as i32;
-            copy_name(&mut c.lo_name, &i.lo_file_name);
-            if c.lo_device as u64 != i.lo_device
-                || c.lo_rdevice as u64 != i.lo_rdevice
-                || c.lo_inode as u64 != i.lo_inode
-                || c.lo_offset as i64 as u64 != i.lo_offset
-            {
-                return Err(EOVERFLOW);
-            }
-            write_user(arg, &c)
+            write_user(arg, &info64_to_compat(&dev.get_status()?)?)
         }
         // `compat_ptr` is the identity on x86-64; descriptors and sizes pass through.
         uapi::LOOP_SET_CAPACITY

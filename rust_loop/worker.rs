@@ -36,10 +36,9 @@ impl KthreadWorker {
         })?;
         // SAFETY: The worker was just created; its task must be woken once to start.
         unsafe { bindings::wake_up_process((*ptr).task) };
-        // SAFETY: `from_err_ptr` succeeded, so the pointer is not null.
-        // INVARIANT: the worker was created and started.
+        // INVARIANT: the worker was created and started (`from_err_ptr` rules out null).
         Ok(Self {
-            ptr: unsafe { NonNull::new_unchecked(ptr) },
+            ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
         })
     }
 
