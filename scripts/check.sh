@@ -23,8 +23,9 @@ make -s -C "$(bash scripts/kernel.sh)" M="$ROOT/tests/kmod" modules >&2 || die "
 mkdir -p results/tests
 rm -f results/tests/summary
 # A scratch disk for tests that need a real filesystem under the backing file (XFS, ext4):
-# /dev/vda in the guest, zeroed for every run.
-scratch="$CACHE/scratch.img"
+# /dev/vda in the guest, zeroed for every run; one per checkout so that two checkouts can test
+# at the same time.
+scratch=${SCRATCH_IMG:-$CACHE/scratch-$(printf %s "$ROOT" | sha256sum | cut -c1-8).img}
 rm -f "$scratch" && truncate -s "${SCRATCH_SIZE:-4G}" "$scratch"
 say "tests: running in the VM (filter: ${1:-all})"
 status=0
