@@ -10,6 +10,8 @@
 mod backing;
 #[path = "rust_loop/blk.rs"]
 mod blk;
+#[path = "rust_loop/cgroup.rs"]
+mod cgroup;
 #[path = "rust_loop/cmd.rs"]
 mod cmd;
 #[path = "rust_loop/control.rs"]
@@ -53,6 +55,10 @@ module! {
             default: 128,
             description: "Queue depth for each hardware queue. Default: 128",
         },
+        nr_hw_queues: u32 {
+            default: 1,
+            description: "Hardware queues per device, each with its own worker thread (1 to the number of online CPUs; per device: /sys/block/loopN/rust_loop/nr_hw_queues). Default: 1",
+        },
         nowait_min_stack: u32 {
             default: 8192,
             description: "Kernel stack bytes that must remain for queue_rq to submit direct I/O itself (IOCB_NOWAIT); below it the worker submits. Default: 8192",
@@ -80,6 +86,8 @@ static PART_SHIFT: AtomicU32 = AtomicU32::new(0);
 static MAX_LOOP_LIMIT: AtomicU32 = AtomicU32::new(0);
 /// Tag set depth of new devices.
 static QUEUE_DEPTH: AtomicU32 = AtomicU32::new(128);
+/// Hardware queues (and workers) of new devices.
+static NR_HW_QUEUES: AtomicU32 = AtomicU32::new(1);
 
 /// Stack that must remain for a NOWAIT submission from `queue_rq`.
 static NOWAIT_MIN_STACK: AtomicU32 = AtomicU32::new(8192);
@@ -132,7 +140,12 @@ fn add_device(index: i32) -> Result<u32> {
         n
     };
     devices.reserve(1, GFP_KERNEL)?;
-    let dev = LoopDevice::new(number, part_shift(), QUEUE_DEPTH.load(Ordering::Relaxed))?;
+    let dev = LoopDevice::new(
+        number,
+        part_shift(),
+        QUEUE_DEPTH.load(Ordering::Relaxed),
+        NR_HW_QUEUES.load(Ordering::Relaxed),
+    )?;
     dev.add_disk()?;
     dev.visible.store(true, Ordering::Release);
     devices.push(dev, GFP_KERNEL)?;
@@ -224,6 +237,12 @@ impl kernel::Module for LoopModule {
         }
         PART_SHIFT.store(shift, Ordering::Relaxed);
         QUEUE_DEPTH.store(depth as u32, Ordering::Relaxed);
+        let cpus = blk::online_cpus();
+        let queues = module_parameters::nr_hw_queues.value();
+        if queues == 0 || queues > cpus {
+            pr_info!("nr_hw_queues={} out of range, using {}\n", queues, queues.clamp(1, cpus));
+        }
+        NR_HW_QUEUES.store(queues.clamp(1, cpus.max(1)), Ordering::Relaxed);
         NOWAIT_MIN_STACK.store(
             module_parameters::nowait_min_stack.value(),
             Ordering::Relaxed,

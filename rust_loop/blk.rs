@@ -151,6 +151,13 @@ impl Request {
         }
     }
 
+    /// Index of the hardware queue the request was dispatched on.
+    pub(crate) fn hw_queue(&self) -> u32 {
+        // SAFETY: By the type invariant the request is valid; a dispatched request has a
+        // hardware context.
+        unsafe { rust_loop_rq_hw_queue(self.as_raw().cast()) }
+    }
+
     /// The per-command data of the request.
     pub(crate) fn pdu<T>(&self) -> *mut T {
         // SAFETY: By the type invariant the request is valid; the PDU follows it in memory.
@@ -282,6 +289,15 @@ extern "C" {
     fn rust_loop_task_flags_set(flags: core::ffi::c_uint) -> core::ffi::c_uint;
     fn rust_loop_task_flags_restore(old: core::ffi::c_uint, flags: core::ffi::c_uint);
     fn rust_loop_task_plugged() -> bool;
+    // `void *`: `struct request` contains zero-sized C members.
+    fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
+    fn rust_loop_online_cpus() -> core::ffi::c_uint;
+}
+
+/// Number of online CPUs (the bound on hardware queues).
+pub(crate) fn online_cpus() -> u32 {
+    // SAFETY: Reads the online CPU mask.
+    unsafe { rust_loop_online_cpus() }
 }
 
 /// Whether the current task has a block plug (requests may be dispatched from its flush).
@@ -607,6 +623,18 @@ impl<T: DiskOps> Disk<T> {
             state: AtomicU8::new(DISK_ALLOCATED),
             _t: PhantomData,
         })
+    }
+
+    /// Changes the number of hardware queues (`blk_mq_update_nr_hw_queues`; freezes the
+    /// queue). Returns the number in effect afterwards: blk-mq keeps the old one when it cannot
+    /// allocate the new contexts.
+    pub(crate) fn set_nr_hw_queues(&self, count: u32) -> u32 {
+        let set = self.tag_set.get();
+        // SAFETY: The tag set is allocated (type invariant) and has this one queue.
+        unsafe {
+            bindings::blk_mq_update_nr_hw_queues(set, count as _);
+            (*set).nr_hw_queues
+        }
     }
 
     /// Gives the disk its per-disk state and makes it visible (`add_disk`).

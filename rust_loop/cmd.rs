@@ -16,6 +16,7 @@
 use crate::{
     backing::{BackingFile, Dir, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE},
     blk::{Bio, BlkStatus, ReqOp, Request},
+    cgroup::IoCgroups,
     device::{IoState, LoopDevice},
     worker::KthreadWork,
 };
@@ -42,6 +43,9 @@ pub(crate) struct LoopCmd {
     refs: AtomicU32,
     /// State of a direct-I/O submission.
     dio: UnsafeCell<DioState>,
+    /// The issuer's cgroups, from `queue_to_worker` until the worker runs the command (written
+    /// and taken only by the context that owns the command).
+    cgroups: UnsafeCell<Option<IoCgroups>>,
 }
 
 /// A direct-I/O submission of a command.
@@ -80,6 +84,7 @@ impl LoopCmd {
                 nowait: false,
                 write_started: false,
             }));
+            (&raw mut (*cmd).cgroups).write(UnsafeCell::new(None));
         }
     }
 
@@ -112,6 +117,9 @@ impl LoopCmd {
         // into I/O from its allocations.
         let _task_flags =
             crate::blk::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
+        // Charge the I/O and the page cache to the issuer, as if it had done them itself.
+        // SAFETY: The worker owns the command; `queue_to_worker` stored the value before queueing.
+        let _cgroups = unsafe { (*self.cgroups.get()).take() }.map(IoCgroups::enter);
         dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
         let Some(io) = dev.io_backing() else {
             if rq.op() == ReqOp::Write {
@@ -150,7 +158,8 @@ impl LoopCmd {
     /// the backing filesystem would nest its own); less than `nowait_min_stack` (module parameter) bytes of
     /// kernel stack remain (loop on a filesystem on another loop device recurses through
     /// `queue_rq`); the loop queue has rq-qos policies (wbt may throttle, i.e. sleep, inside the
-    /// backing file's submission and deadlock against our own queue); or it is a write to a
+    /// backing file's submission and deadlock against our own queue); the current task is not
+    /// in the issuer's blkcg (the backing I/O would be charged to the wrong cgroup); or it is a write to a
     /// regular file while blocking writes are queued in the worker (allocating writes keep
     /// returning `-EAGAIN`, and trying them first only costs).
     pub(crate) fn nowait_allowed(dev: &LoopDevice, io: &IoState, rq: &Request) -> bool {
@@ -174,6 +183,11 @@ impl LoopCmd {
         }
         if dev.has_rq_qos() {
             return skipped(&dev.stats.nowait_skip_rqqos);
+        }
+        if !crate::cgroup::issued_here(rq) {
+            // Dispatched from another cgroup's context (a plug flush, a requeue from kblockd):
+            // the backing I/O must be charged to the issuer, which only the worker can do.
+            return skipped(&dev.stats.nowait_skip_cgroup);
         }
         if io.backing_on_loop && crate::blk::plugged() {
             // Loop on a filesystem on another loop device, dispatched from the flush of the
@@ -202,14 +216,21 @@ impl LoopCmd {
         }
     }
 
-    /// Queues the command to the device's worker.
+    /// Queues the command to the worker of its hardware queue, to run in its issuer's cgroups.
     pub(crate) fn queue_to_worker(&self, dev: &LoopDevice, rq: &Request) {
+        let Some(queue) = dev.hw_queue_of(rq) else {
+            self.set_result(EIO);
+            rq.complete();
+            return;
+        };
         if rq.op() == ReqOp::Write {
             dev.stats
                 .worker_writes_pending
                 .fetch_add(1, Ordering::Relaxed);
         }
-        dev.worker.queue(&self.work);
+        // SAFETY: The caller owns the command; the worker takes the value when it runs it.
+        unsafe { *self.cgroups.get() = Some(IoCgroups::of(rq)) };
+        queue.worker.queue(&self.work);
     }
 
     /// Submits the request as one direct-I/O kiocb over its pages.

@@ -120,6 +120,76 @@ impl IoCell {
     }
 }
 
+/// A hardware queue's worker thread and counter.
+pub(crate) struct HwQueue {
+    /// Runs the commands of this hardware queue that `queue_rq` does not complete itself.
+    pub(crate) worker: KthreadWorker,
+    /// Requests started on this hardware queue.
+    pub(crate) requests: AtomicU64,
+}
+
+/// The device's hardware queues.
+///
+/// # Invariants
+///
+/// Holds at least one entry. Replaced only while the device's queue is frozen (no request is in
+/// flight) and the device mutex is held; read by requests in flight or under the device mutex,
+/// so reads and writes never overlap.
+struct HwQueues(UnsafeCell<KVec<HwQueue>>);
+
+impl HwQueues {
+    /// Starts `count` (at least one) workers for `loop<number>`: `loopN` runs hardware queue 0,
+    /// `loopN-K` queue K.
+    fn start(number: u32, count: u32) -> Result<KVec<HwQueue>> {
+        let mut queues = KVec::with_capacity(count.max(1) as usize, GFP_KERNEL)?;
+        for q in 0..count.max(1) {
+            let name = if q == 0 {
+                CString::try_from_fmt(fmt!("loop{}", number))?
+            } else {
+                CString::try_from_fmt(fmt!("loop{}-{}", number, q))?
+            };
+            let queue = HwQueue {
+                worker: KthreadWorker::new(&name)?,
+                requests: AtomicU64::new(0),
+            };
+            queues.push(queue, GFP_KERNEL)?;
+        }
+        Ok(queues)
+    }
+
+    fn replace(
+        &self,
+        _cfg: &Config,
+        _frozen: &crate::blk::QueueFreeze<'_>,
+        new: KVec<HwQueue>,
+    ) -> KVec<HwQueue> {
+        // SAFETY: The queue is frozen and the device mutex held (witnessed by the arguments),
+        // so nobody reads the cell.
+        unsafe { core::mem::replace(&mut *self.0.get(), new) }
+    }
+
+    /// # Safety
+    ///
+    /// The caller must be handling a request of the device (so the queue is not frozen), or
+    /// hold the device mutex.
+    unsafe fn all(&self) -> &[HwQueue] {
+        // SAFETY: No writer meanwhile (type invariant).
+        unsafe { &*self.0.get() }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`HwQueues::all`].
+    unsafe fn get(&self, hw_queue: u32) -> Option<&HwQueue> {
+        // SAFETY: Forwarded from the caller.
+        let queues = unsafe { self.all() };
+        match queues.len() {
+            0 => None,
+            n => queues.get(hw_queue as usize % n),
+        }
+    }
+}
+
 /// Configuration guarded by the device mutex (`lo_mutex`).
 struct Config {
     file_name: [u8; NAME_SIZE],
@@ -134,8 +204,10 @@ pub(crate) struct LoopDevice {
     pub(crate) number: u32,
     /// The disk and its tag set.
     pub(crate) disk: Disk<LoopDisk>,
-    /// Runs the commands.
-    pub(crate) worker: KthreadWorker,
+    /// The hardware queues, each with its worker.
+    hw_queues: HwQueues,
+    /// Number of hardware queues (and workers).
+    nr_hw_queues: AtomicU32,
     /// Counters.
     pub(crate) stats: DevStats,
     /// `lo_mutex`: serialises reconfiguration.
@@ -228,7 +300,12 @@ impl Drop for ModuleRef {
 
 impl LoopDevice {
     /// Creates `loop<number>` (not yet visible; see [`LoopDevice::add_disk`]).
-    pub(crate) fn new(number: u32, part_shift: u32, queue_depth: u32) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        number: u32,
+        part_shift: u32,
+        queue_depth: u32,
+        nr_hw_queues: u32,
+    ) -> Result<Arc<Self>> {
         let name = CString::try_from_fmt(fmt!("loop{}", number))?;
         let disk = Disk::new(
             &DiskConfig {
@@ -236,7 +313,7 @@ impl LoopDevice {
                 first_minor: number << part_shift,
                 minors: 1 << part_shift,
                 queue_depth,
-                nr_hw_queues: 1,
+                nr_hw_queues,
                 // BLOCKING: `queue_rq` may submit to the backing file itself.
                 flags: bindings::BLK_MQ_F_STACKING
                     | bindings::BLK_MQ_F_NO_SCHED_BY_DEFAULT
@@ -247,12 +324,13 @@ impl LoopDevice {
             },
             &name,
         )?;
-        let worker = KthreadWorker::new(&name)?;
+        let hw_queues = HwQueues::start(number, nr_hw_queues)?;
         let dev = Arc::pin_init(
             pin_init!(Self {
                 number,
                 disk,
-                worker,
+                hw_queues: HwQueues(UnsafeCell::new(hw_queues)),
+                nr_hw_queues: AtomicU32::new(nr_hw_queues.max(1)),
                 stats: DevStats::default(),
                 cfg <- kernel::new_mutex!(Config {
                     file_name: [0; NAME_SIZE],
@@ -296,6 +374,54 @@ impl LoopDevice {
 
     fn queue(&self) -> &Queue {
         self.disk.queue()
+    }
+
+    /// The hardware queue `rq` was dispatched on (always present: there is at least one).
+    pub(crate) fn hw_queue_of(&self, rq: &Request) -> Option<&HwQueue> {
+        // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
+        unsafe { self.hw_queues.get(rq.hw_queue()) }
+    }
+
+    /// Calls `f` with the number of requests started on each hardware queue.
+    pub(crate) fn hw_queue_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u64>) -> R) -> R {
+        let _cfg = self.cfg.lock();
+        // SAFETY: The device mutex is held.
+        let queues = unsafe { self.hw_queues.all() };
+        f(&mut queues.iter().map(|q| q.requests.load(Ordering::Relaxed)))
+    }
+
+    /// Number of hardware queues, each with its worker.
+    pub(crate) fn nr_hw_queues(&self) -> u32 {
+        self.nr_hw_queues.load(Ordering::Relaxed)
+    }
+
+    /// Changes the number of hardware queues and workers of an unbound device (the per-device
+    /// form of the `nr_hw_queues` module parameter): 1 to the number of online CPUs.
+    pub(crate) fn set_nr_hw_queues(&self, count: u32) -> Result {
+        if count == 0 || count > crate::blk::online_cpus() {
+            return Err(EINVAL);
+        }
+        let cfg = self.cfg.lock();
+        if self.state() != State::Unbound {
+            return Err(EBUSY);
+        }
+        if count == self.nr_hw_queues() {
+            return Ok(());
+        }
+        let new = HwQueues::start(self.number, count)?;
+        let old = {
+            let frozen = self.queue().freeze();
+            self.hw_queues.replace(&cfg, &frozen, new)
+        };
+        // The old workers are idle (the queue was drained); dropping them stops their threads.
+        drop(old);
+        let got = self.disk.set_nr_hw_queues(count);
+        self.nr_hw_queues.store(got, Ordering::Relaxed);
+        if got == count {
+            Ok(())
+        } else {
+            Err(ENOMEM)
+        }
     }
 
     /// The current state.
@@ -930,6 +1056,9 @@ impl DiskOps for LoopDisk {
         rq.start();
         if dev.state() != State::Bound {
             return BlkStatus::IOERR;
+        }
+        if let Some(q) = dev.hw_queue_of(rq) {
+            q.requests.fetch_add(1, Ordering::Relaxed);
         }
         let cmd = LoopCmd::of(rq);
         if let Some(io) = dev.io_backing() {

@@ -9,11 +9,16 @@
  *   the C compiler (rust_loop_c_layout), which the crate compares with bindgen's view before it
  *   registers anything (see rust_loop/layout.rs).
  */
+#include <linux/blk-cgroup.h>
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
+#include <linux/cgroup.h>
+#include <linux/cpumask.h>
 #include <linux/kthread.h>
+#include <linux/memcontrol.h>
 #include <linux/miscdevice.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/task_stack.h>
 #include <linux/stat.h>
 #include <linux/statfs.h>
@@ -83,6 +88,97 @@ unsigned long rust_loop_statfs_bsize(struct file *file)
 	return sbuf.f_bsize;
 }
 
+/* The hardware queue a request was dispatched on. */
+unsigned int rust_loop_rq_hw_queue(struct request *rq)
+{
+	return rq->mq_hctx->queue_num;
+}
+
+unsigned int rust_loop_online_cpus(void)
+{
+	return num_online_cpus();
+}
+
+/*
+ * As loop_queue_rq(): the blkcg of the request's first bio, and a reference on the memory
+ * cgroup of that blkcg's cgroup. The blkcg needs no reference of its own: the bio holds one
+ * (through its blkg) until the request ends, and kthread_associate_blkcg() takes its own.
+ */
+void rust_loop_rq_cgroups(struct request *rq, struct cgroup_subsys_state **blkcg,
+			  struct cgroup_subsys_state **memcg)
+{
+	*blkcg = NULL;
+	*memcg = NULL;
+#ifdef CONFIG_BLK_CGROUP
+	if (rq->bio) {
+		*blkcg = bio_blkcg_css(rq->bio);
+#ifdef CONFIG_MEMCG
+		if (*blkcg)
+			*memcg = cgroup_get_e_css((*blkcg)->cgroup, &memory_cgrp_subsys);
+#endif
+	}
+#endif
+}
+
+/*
+ * As loop_handle_cmd(): charge what the current kthread does to @blkcg (block I/O) and @memcg
+ * (page cache, allocations). Returns the previously active memory cgroup for
+ * rust_loop_cgroups_leave().
+ */
+void *rust_loop_cgroups_enter(struct cgroup_subsys_state *blkcg, struct cgroup_subsys_state *memcg)
+{
+	void *old = NULL;
+
+	if (blkcg)
+		kthread_associate_blkcg(blkcg);
+#ifdef CONFIG_MEMCG
+	if (memcg)
+		old = set_active_memcg(mem_cgroup_from_css(memcg));
+#endif
+	return old;
+}
+
+void rust_loop_cgroups_leave(struct cgroup_subsys_state *blkcg, struct cgroup_subsys_state *memcg,
+			     void *old)
+{
+	if (blkcg)
+		kthread_associate_blkcg(NULL);
+#ifdef CONFIG_MEMCG
+	if (memcg)
+		set_active_memcg(old);
+#endif
+}
+
+/*
+ * Whether I/O the current task submits is charged where @rq's issuer's would be: to the blkcg
+ * of the request's first bio. A kernel thread may carry an association (kthread_blkcg(), not
+ * exported), so for one only the root cgroup is known to match.
+ */
+bool rust_loop_rq_issued_here(struct request *rq)
+{
+#ifdef CONFIG_BLK_CGROUP
+	struct cgroup_subsys_state *css;
+	bool same;
+
+	if (!rq->bio || !rq->bio->bi_blkg)
+		return true;
+	css = bio_blkcg_css(rq->bio);
+	if (current->flags & PF_KTHREAD)
+		return css == blkcg_root_css;
+	rcu_read_lock();
+	same = task_css(current, io_cgrp_id) == css;
+	rcu_read_unlock();
+	return same;
+#else
+	return true;
+#endif
+}
+
+void rust_loop_css_put(struct cgroup_subsys_state *css)
+{
+	css_put(css);
+}
+
 #define SZ(t) sizeof(struct t)
 #define OFF(t, f) offsetof(struct t, f)
 
@@ -127,5 +223,6 @@ const unsigned long rust_loop_c_layout[] = {
 	SZ(device_attribute), SZ(attribute_group), OFF(attribute_group, name),
 	OFF(attribute_group, attrs),
 	SZ(kthread_work), OFF(kthread_work, node), OFF(kthread_work, func),
+	OFF(kthread_work, worker),
 };
 const unsigned int rust_loop_c_layout_len = ARRAY_SIZE(rust_loop_c_layout);

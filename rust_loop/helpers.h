@@ -5,6 +5,9 @@
 
 #include <linux/fs.h>
 
+struct cgroup_subsys_state;
+struct request;
+
 void rust_loop_kiocb_start_write(struct kiocb *iocb);
 bool rust_loop_kiocb_start_write_trylock(struct kiocb *iocb);
 void rust_loop_kiocb_end_write(struct kiocb *iocb);
@@ -14,6 +17,15 @@ unsigned int rust_loop_task_flags_set(unsigned int flags);
 void rust_loop_task_flags_restore(unsigned int old, unsigned int flags);
 bool rust_loop_task_plugged(void);
 unsigned long rust_loop_statfs_bsize(struct file *file);
+unsigned int rust_loop_rq_hw_queue(struct request *rq);
+unsigned int rust_loop_online_cpus(void);
+void rust_loop_rq_cgroups(struct request *rq, struct cgroup_subsys_state **blkcg,
+			  struct cgroup_subsys_state **memcg);
+void *rust_loop_cgroups_enter(struct cgroup_subsys_state *blkcg, struct cgroup_subsys_state *memcg);
+void rust_loop_cgroups_leave(struct cgroup_subsys_state *blkcg, struct cgroup_subsys_state *memcg,
+			     void *old);
+bool rust_loop_rq_issued_here(struct request *rq);
+void rust_loop_css_put(struct cgroup_subsys_state *css);
 extern const unsigned long rust_loop_c_layout[];
 extern const unsigned int rust_loop_c_layout_len;
 

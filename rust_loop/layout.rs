@@ -135,6 +135,7 @@ const RUST_LAYOUT: &[(&str, usize)] = &[
     sz!(kthread_work),
     off!(kthread_work, node),
     off!(kthread_work, func),
+    off!(kthread_work, worker),
 ];
 
 /// Compares bindgen's layout with the C compiler's; `Err(EINVAL)` (and a log line naming the

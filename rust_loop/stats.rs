@@ -7,11 +7,15 @@
 //!   handed to the worker;
 //! - `worker_submissions`: commands run by the device's worker thread;
 //! - `read_bytes`, `write_bytes`: data transferred to and from the backing file;
-//! - `nowait_skip_journal`, `nowait_skip_stack`, `nowait_skip_rqqos`, `nowait_skip_nested`,
-//!   `nowait_skip_writes`:
+//! - `nowait_skip_journal`, `nowait_skip_stack`, `nowait_skip_rqqos`, `nowait_skip_cgroup`,
+//!   `nowait_skip_nested`, `nowait_skip_writes`:
 //!   direct-I/O reads and writes that `queue_rq` did not try with `IOCB_NOWAIT` because the
 //!   submitter was inside a filesystem transaction, too little kernel stack remained, rq-qos
-//!   policies were attached to the queue, or blocking writes were queued in the worker.
+//!   policies were attached to the queue, the submitter was not in the issuer's blkcg, the
+//!   request came from a plug flush on a loop device stacked on loop, or blocking writes were
+//!   queued in the worker;
+//! - `nr_hw_queues` (writable while the device is unbound): hardware queues and worker threads;
+//! - `hw_queue_requests`: requests started on each hardware queue.
 
 use core::sync::atomic::{AtomicU32, AtomicU64};
 
@@ -34,6 +38,8 @@ pub(crate) struct DevStats {
     pub(crate) nowait_skip_stack: AtomicU64,
     /// NOWAIT skipped: rq-qos policies on the queue.
     pub(crate) nowait_skip_rqqos: AtomicU64,
+    /// NOWAIT skipped: dispatched outside the issuer's blkcg.
+    pub(crate) nowait_skip_cgroup: AtomicU64,
     /// NOWAIT skipped: loop on loop, dispatched from a plug flush.
     pub(crate) nowait_skip_nested: AtomicU64,
     /// NOWAIT skipped: a write while blocking writes were queued in the worker.

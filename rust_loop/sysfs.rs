@@ -25,13 +25,31 @@ impl<T> KernelOwned<T> {
 type ShowFn =
     unsafe extern "C" fn(*mut bindings::device, *mut bindings::device_attribute, *mut u8) -> isize;
 
+type StoreFn = unsafe extern "C" fn(
+    *mut bindings::device,
+    *mut bindings::device_attribute,
+    *const u8,
+    usize,
+) -> isize;
+
 const fn ro_attr(name: &'static CStr, show: ShowFn) -> KernelOwned<bindings::device_attribute> {
     // SAFETY: All-zero is a valid `device_attribute`.
     let mut a: bindings::device_attribute = unsafe { core::mem::zeroed() };
     a.attr.name = name.as_ptr().cast();
     a.attr.mode = 0o444;
-    // SAFETY: `ShowFn` has the C signature of `show` (`char *` is `*mut u8` here).
-    a.__bindgen_anon_1.show = Some(unsafe { core::mem::transmute::<ShowFn, _>(show) });
+    a.__bindgen_anon_1.show = Some(show);
+    KernelOwned(UnsafeCell::new(a))
+}
+
+const fn rw_attr(
+    name: &'static CStr,
+    show: ShowFn,
+    store: StoreFn,
+) -> KernelOwned<bindings::device_attribute> {
+    let KernelOwned(cell) = ro_attr(name, show);
+    let mut a = cell.into_inner();
+    a.attr.mode = 0o644;
+    a.__bindgen_anon_2.store = Some(store);
     KernelOwned(UnsafeCell::new(a))
 }
 
@@ -78,12 +96,20 @@ static SKIP_STACK: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_stack", show_skip_stack);
 static SKIP_RQQOS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_rqqos", show_skip_rqqos);
+static SKIP_CGROUP: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_cgroup", show_skip_cgroup);
 static SKIP_NESTED: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_nested", show_skip_nested);
 static SKIP_WRITES: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_writes", show_skip_writes);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 11]> = KernelOwned(UnsafeCell::new([
+static NR_HW_QUEUES: KernelOwned<bindings::device_attribute> =
+    rw_attr(c"nr_hw_queues", show_nr_hw_queues, store_nr_hw_queues);
+
+static HW_QUEUE_REQUESTS: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"hw_queue_requests", show_hw_queue_requests);
+
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 14]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -92,8 +118,11 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 11]> = KernelOwned(Un
     SKIP_JOURNAL.get().cast(),
     SKIP_STACK.get().cast(),
     SKIP_RQQOS.get().cast(),
+    SKIP_CGROUP.get().cast(),
     SKIP_NESTED.get().cast(),
     SKIP_WRITES.get().cast(),
+    NR_HW_QUEUES.get().cast(),
+    HW_QUEUE_REQUESTS.get().cast(),
     core::ptr::null_mut(),
 ]));
 
@@ -221,6 +250,7 @@ macro_rules! show_value {
 }
 
 show_value!(show_offset, |lo| lo.offset());
+show_value!(show_nr_hw_queues, |lo| lo.nr_hw_queues());
 show_value!(show_sizelimit, |lo| lo.sizelimit());
 show_value!(show_autoclear, |lo| (lo.flags() & FLAG_AUTOCLEAR != 0)
     as u8);
@@ -259,6 +289,10 @@ show_value!(show_skip_rqqos, |lo| lo
     .stats
     .nowait_skip_rqqos
     .load(Ordering::Relaxed));
+show_value!(show_skip_cgroup, |lo| lo
+    .stats
+    .nowait_skip_cgroup
+    .load(Ordering::Relaxed));
 show_value!(show_skip_writes, |lo| lo
     .stats
     .nowait_skip_writes
@@ -267,3 +301,50 @@ show_value!(show_skip_nested, |lo| lo
     .stats
     .nowait_skip_nested
     .load(Ordering::Relaxed));
+
+/// Requests started per hardware queue, space-separated.
+unsafe extern "C" fn show_hw_queue_requests(
+    dev: *mut bindings::device,
+    _attr: *mut bindings::device_attribute,
+    buf: *mut u8,
+) -> isize {
+    // SAFETY: Called by sysfs for our attribute.
+    unsafe {
+        show(dev, buf, |lo, page| {
+            lo.hw_queue_requests(|counts| {
+                let mut p = Page { buf: page, len: 0 };
+                for (i, n) in counts.enumerate() {
+                    let sep = if i == 0 { "" } else { " " };
+                    write!(p, "{sep}{n}").map_err(|_| EINVAL)?;
+                }
+                p.write_str("\n").map_err(|_| EINVAL)?;
+                let n = p.len;
+                page[n] = 0;
+                Ok(n)
+            })
+        })
+    }
+}
+
+/// `echo N > /sys/block/loopN/rust_loop/nr_hw_queues`: hardware queues (and workers) of an
+/// unbound device. EBUSY while bound, EINVAL outside 1..=online CPUs.
+unsafe extern "C" fn store_nr_hw_queues(
+    dev: *mut bindings::device,
+    _attr: *mut bindings::device_attribute,
+    buf: *const u8,
+    count: usize,
+) -> isize {
+    // SAFETY: sysfs passes a live loop disk's device and `count` readable bytes.
+    let (lo, input) = unsafe { (device_of(dev), core::slice::from_raw_parts(buf, count)) };
+    let parsed = core::str::from_utf8(input)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    let result = match parsed {
+        Some(n) => lo.set_nr_hw_queues(n),
+        None => Err(EINVAL),
+    };
+    match result {
+        Ok(()) => count as isize,
+        Err(e) => e.to_errno() as isize,
+    }
+}

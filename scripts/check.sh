@@ -29,7 +29,8 @@ scratch=${SCRATCH_IMG:-$CACHE/scratch-$(printf %s "$ROOT" | sha256sum | cut -c1-
 rm -f "$scratch" && truncate -s "${SCRATCH_SIZE:-4G}" "$scratch"
 say "tests: running in the VM (filter: ${1:-all})"
 status=0
-bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda bash tests/run.sh || status=$?
+# 4 vCPUs: the multi-queue tests run 4 hardware queues (TCG runs them on however many host cores).
+VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda bash tests/run.sh || status=$?
 summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
 echo "$summary"
 exit "$status"

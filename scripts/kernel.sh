@@ -24,6 +24,13 @@ command -v bindgen >/dev/null || die "bindgen not found: run scripts/setup.sh"
 src_ver=$(dpkg-query -W -f='${Version}' "linux-source-$KVER_SERIES")
 src="$CACHE/src/linux-source-$src_ver"
 out=$(kernel_dir)
+# One build per tree at a time: a second caller waits, then finds the finished build.
+mkdir -p "$(dirname "$out")"
+exec 9>"$out.lock"
+if ! flock -n 9; then
+	say "kernel: another build of $out is running; waiting for it"
+	flock 9
+fi
 if [ -f "$out/.rust-loop-built" ]; then
 	say "kernel: cache hit ($out)"
 	echo "$out"

@@ -19,6 +19,8 @@ APT_PKGS=(
 	# guest userspace used by the tests and the benchmark
 	fio util-linux e2fsprogs xfsprogs parted fdisk dosfstools udev python3-venv
 	strace jq
+	# the 32-bit test program for the compat ioctls (tests/compat)
+	gcc-multilib
 )
 
 sources=/etc/apt/sources.list.d/rust-loop.sources

@@ -1,0 +1,211 @@
+# shellcheck shell=bash
+# Several hardware queues (one worker thread each) and cgroup attribution of the worker's I/O.
+
+# hctx_count DEV: hardware queues blk-mq created for the device
+hctx_count() { find "/sys/block/$(basename "$1")/mq" -mindepth 1 -maxdepth 1 -type d | wc -l; }
+# worker_threads N: the kernel threads of loopN's workers, sorted
+worker_threads() { ps -e -o comm= | grep -E "^loop$1(-[0-9]+)?\$" | sort | xargs; }
+# sysfs_write FILE VALUE: writes VALUE; prints the errno name on failure (echo's messages do not
+# say which error it was)
+sysfs_write() {
+	python3 -S -c '
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+try:
+    os.write(fd, sys.argv[2].encode())
+except OSError as e:
+    print(errno.errorcode[e.errno])
+    sys.exit(1)' "$1" "$2"
+}
+
+t_mq_param_sets_queues_and_workers() {
+	load_rust_loop nr_hw_queues=2 max_loop=2
+	assert_eq "$(hctx_count /dev/loop0)" 2 "hardware queues of loop0"
+	assert_sys /dev/loop0 rust_loop/nr_hw_queues 2
+	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "worker threads of loop0"
+	assert_eq "$(worker_threads 1)" "loop1 loop1-1" "worker threads of loop1"
+	# Out of range: clamped to 1..online CPUs.
+	load_rust_loop nr_hw_queues=1000 max_loop=1
+	assert_sys /dev/loop0 rust_loop/nr_hw_queues "$(nproc)"
+	assert_eq "$(hctx_count /dev/loop0)" "$(nproc)" "hardware queues with nr_hw_queues=1000"
+	load_rust_loop nr_hw_queues=0 max_loop=1
+	assert_sys /dev/loop0 rust_loop/nr_hw_queues 1
+	assert_eq "$(worker_threads 0)" "loop0" "worker threads with nr_hw_queues=0"
+}
+
+t_mq_sysfs_knob_on_unbound_device() {
+	load_rust_loop max_loop=1
+	local q=/sys/block/loop0/rust_loop/nr_hw_queues
+	assert_file "$q" 1
+	echo 2 >"$q" || fail "setting 2 queues on an unbound device failed"
+	assert_file "$q" 2
+	assert_eq "$(hctx_count /dev/loop0)" 2 "hardware queues after writing 2"
+	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "worker threads after writing 2"
+	assert_eq "$(sysfs_write "$q" 0)" EINVAL "writing 0"
+	assert_eq "$(sysfs_write "$q" abc)" EINVAL "writing abc"
+	assert_eq "$(sysfs_write "$q" $(($(nproc) + 1)))" EINVAL "writing more than the CPUs"
+	mkimg "$T/img" 16M
+	local dev
+	dev=$(attach "$T/img")
+	assert_eq "$dev" /dev/loop0 "attached device"
+	# Bound: EBUSY.
+	assert_eq "$(sysfs_write "$q" 1)" EBUSY "changing the queues of a bound device"
+	dd if=/dev/urandom of="$dev" bs=64k count=16 oflag=direct status=none
+	cmp -n 1M "$dev" "$T/img" || fail "data differs with 2 queues"
+	detach "$dev"
+	echo 1 >"$q" || fail "going back to 1 queue failed"
+	assert_eq "$(hctx_count /dev/loop0)" 1 "hardware queues after writing 1"
+	assert_eq "$(worker_threads 0)" "loop0" "worker threads after writing 1"
+	dev=$(attach "$T/img")
+	cmp -n 1M "$dev" "$T/img" || fail "data differs after going back to 1 queue"
+}
+
+# fio_verify_jobs DEV JOBS: 12 jobs of mixed random reads/writes with crc32c verify, each on its
+# own slice of the device.
+fio_verify_jobs() {
+	local dev=$1 jobs=$2 size
+	size=$(($(devsize "$dev") / jobs / 1048576))
+	fio --name=mqverify --filename="$dev" --direct=1 --ioengine=libaio --iodepth=16 \
+		--rw=randrw --bsrange=4k-64k --numjobs="$jobs" --size="${size}M" --offset_increment="${size}M" \
+		--verify=crc32c --verify_fatal=1 --do_verify=1 --group_reporting \
+		--verify_state_save=0 --output="$T/fio.out" ||
+		fail "fio verify failed: $(tail -5 "$T/fio.out")"
+	grep -qE "verify: bad|crc32c: verify failed" "$T/fio.out" && fail "fio reported a mismatch"
+	return 0
+}
+
+t_mq_fio_verify_4_queues_12_jobs() {
+	[ "$(nproc)" -ge 4 ] || fail "needs 4 CPUs in the VM (have $(nproc)); scripts/check.sh boots 4"
+	load_rust_loop nr_hw_queues=4 max_loop=1
+	assert_eq "$(hctx_count /dev/loop0)" 4 "hardware queues"
+	scratch_fs xfs
+	local mode dev
+	for mode in on off; do
+		fallocate -l 384M "$SCRATCH/img.$mode"
+		dev=$(attach "$SCRATCH/img.$mode" --direct-io=$mode)
+		assert_sys "$dev" loop/dio "$([ $mode = on ] && echo 1 || echo 0)"
+		local before after used=0 i=1
+		before=$(stat_of "$dev" hw_queue_requests)
+		fio_verify_jobs "$dev" 12
+		after=$(stat_of "$dev" hw_queue_requests)
+		log "dio=$mode requests per hardware queue before: $before after: $after"
+		for n in $after; do
+			[ "$n" -gt "$(echo "$before" | cut -d' ' -f$i)" ] && used=$((used + 1))
+			i=$((i + 1))
+		done
+		[ "$used" -ge 2 ] || fail "dio=$mode: only $used of 4 hardware queues dispatched requests"
+		detach "$dev"
+	done
+	scratch_umount
+}
+
+# ----- cgroups -----
+
+CG=/sys/fs/cgroup
+cg_setup() {
+	mountpoint -q $CG || mount -t cgroup2 none $CG || fail "cannot mount cgroup2"
+	grep -qw io $CG/cgroup.controllers || fail "no io controller"
+	grep -qw memory $CG/cgroup.controllers || fail "no memory controller"
+	echo "+io +memory" >$CG/cgroup.subtree_control
+	local g
+	for g in "$@"; do
+		rmdir "$CG/$g" 2>/dev/null || true
+		mkdir "$CG/$g"
+	done
+}
+# cg_run GROUP COMMAND...: runs COMMAND inside the cgroup
+cg_run() {
+	local g=$1
+	shift
+	bash -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' "$CG/$g" "$@"
+}
+cg_cleanup() {
+	local g
+	for g in "$@"; do rmdir "$CG/$g" 2>/dev/null || true; done
+}
+# fio_read_bw DEV RUNTIME OUT: sequential direct reads; prints KiB/s
+fio_read_bw() {
+	fio --name=bw --filename="$1" --direct=1 --ioengine=libaio --iodepth=8 --rw=read --bs=64k \
+		--runtime="$2" --time_based --output-format=json --output="$3" >/dev/null ||
+		fail "fio failed: $(cat "$3")"
+	jq '.jobs[0].read.bw' "$3"
+}
+
+# cg_io_max_case DIO: fio in a cgroup whose io.max limits reads of the scratch disk (under the
+# backing file) to 5 MB/s reads through the loop device at 5 MB/s +-20 %.
+cg_io_max_case() {
+	local dio=$1
+	load_rust_loop max_loop=1
+	scratch_fs xfs
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=192 status=none
+	sync
+	cg_setup limited
+	local disk
+	disk=$(cat "/sys/class/block/$(basename "$SCRATCH_DEV")/dev")
+	echo "$disk rbps=5242880" >$CG/limited/io.max
+	local dev bw
+	dev=$(attach "$SCRATCH/img" --direct-io="$dio")
+	echo 3 >/proc/sys/vm/drop_caches
+	bw=$(cg_run limited bash -c "$(declare -f fio_read_bw fail); fio_read_bw $dev 12 $T/fio.json")
+	log "dio=$dio: read bandwidth under io.max rbps=5MiB/s: $bw KiB/s"
+	[ "$bw" -ge 4096 ] && [ "$bw" -le 6144 ] ||
+		fail "dio=$dio: $bw KiB/s is not within 20 % of 5120 KiB/s (io.max on $disk)"
+	detach "$dev"
+	cg_cleanup limited
+	scratch_umount
+}
+
+t_cgroup_io_max_holds_dio() { cg_io_max_case on; }
+
+# Buffered mode: every read goes through the worker, which must run it in the reader's blkcg.
+t_cgroup_io_max_holds_buffered() { cg_io_max_case off; }
+
+# The page cache that buffered loop writes create in the backing file is charged to the writer's
+# memory cgroup, not to the worker's (root).
+t_cgroup_buffered_writes_charge_writer_memcg() {
+	load_rust_loop max_loop=1
+	scratch_fs xfs
+	fallocate -l 128M "$SCRATCH/img"
+	cg_setup writer
+	local dev before after
+	dev=$(attach "$SCRATCH/img" --direct-io=off)
+	echo 3 >/proc/sys/vm/drop_caches
+	before=$(awk '$1 == "file" {print $2}' $CG/writer/memory.stat)
+	cg_run writer dd if=/dev/zero of="$dev" bs=1M count=96 oflag=direct status=none ||
+		fail "dd through $dev failed"
+	after=$(awk '$1 == "file" {print $2}' $CG/writer/memory.stat)
+	log "writer cgroup page cache: $before -> $after bytes"
+	[ $((after - before)) -ge $((80 << 20)) ] ||
+		fail "writer's memcg was charged $(((after - before) >> 20)) MiB of page cache for 96 MiB written"
+	detach "$dev"
+	echo 3 >/proc/sys/vm/drop_caches
+	cg_cleanup writer
+	scratch_umount
+}
+
+# A cgroup throttled to 1 MB/s and an unthrottled one read through the same direct-I/O device at
+# the same time: the throttled one's commands must not hold up the other's.
+t_cgroup_throttled_reader_does_not_starve_others() {
+	load_rust_loop max_loop=1
+	scratch_fs xfs
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=256 status=none
+	sync
+	cg_setup slow fast
+	local disk dev
+	disk=$(cat "/sys/class/block/$(basename "$SCRATCH_DEV")/dev")
+	echo "$disk rbps=1048576" >$CG/slow/io.max
+	dev=$(attach "$SCRATCH/img" --direct-io=on)
+	echo 3 >/proc/sys/vm/drop_caches
+	cg_run slow bash -c "$(declare -f fio_read_bw fail); fio_read_bw $dev 10 $T/slow.json" >"$T/slow.bw" &
+	local pid=$!
+	local fast slow
+	fast=$(cg_run fast bash -c "$(declare -f fio_read_bw fail); fio_read_bw $dev 10 $T/fast.json")
+	wait $pid || fail "the throttled reader failed"
+	slow=$(cat "$T/slow.bw")
+	log "throttled reader: $slow KiB/s, unthrottled reader: $fast KiB/s"
+	[ "$slow" -le 1536 ] || fail "the throttled reader was not throttled ($slow KiB/s)"
+	[ "$fast" -ge $((slow * 8)) ] || fail "the unthrottled reader only got $fast KiB/s next to $slow KiB/s"
+	detach "$dev"
+	cg_cleanup slow fast
+	scratch_umount
+}
