@@ -289,6 +289,7 @@ extern "C" {
     fn rust_loop_task_flags_set(flags: core::ffi::c_uint) -> core::ffi::c_uint;
     fn rust_loop_task_flags_restore(old: core::ffi::c_uint, flags: core::ffi::c_uint);
     fn rust_loop_task_plugged() -> bool;
+    fn rust_loop_task_in_reclaim() -> bool;
     // `void *`: `struct request` contains zero-sized C members.
     fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
     fn rust_loop_online_cpus() -> core::ffi::c_uint;
@@ -304,6 +305,13 @@ pub(crate) fn online_cpus() -> u32 {
 pub(crate) fn plugged() -> bool {
     // SAFETY: Reads a field of the current task.
     unsafe { rust_loop_task_plugged() }
+}
+
+/// Whether the current task is reclaiming memory or must not recurse into I/O for it
+/// (`PF_MEMALLOC*`).
+pub(crate) fn in_reclaim() -> bool {
+    // SAFETY: Reads a field of the current task.
+    unsafe { rust_loop_task_in_reclaim() }
 }
 
 /// Whether the current task is inside a filesystem transaction (`current->journal_info`):

@@ -16,7 +16,7 @@
 use crate::{
     backing::{BackingFile, Dir, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE},
     blk::{Bio, BlkStatus, ReqOp, Request},
-    cgroup::IoCgroups,
+    cgroup::{CgroupWorkerUse, IoCgroups},
     device::{IoState, LoopDevice},
     worker::KthreadWork,
 };
@@ -46,6 +46,8 @@ pub(crate) struct LoopCmd {
     /// The issuer's cgroups, from `queue_to_worker` until the worker runs the command (written
     /// and taken only by the context that owns the command).
     cgroups: UnsafeCell<Option<IoCgroups>>,
+    /// The worker of the issuer's blkcg, if the command runs on one (same ownership rule).
+    cgroup_worker: UnsafeCell<Option<CgroupWorkerUse>>,
 }
 
 /// A direct-I/O submission of a command.
@@ -85,6 +87,7 @@ impl LoopCmd {
                 write_started: false,
             }));
             (&raw mut (*cmd).cgroups).write(UnsafeCell::new(None));
+            (&raw mut (*cmd).cgroup_worker).write(UnsafeCell::new(None));
         }
     }
 
@@ -113,6 +116,10 @@ impl LoopCmd {
 
     /// Runs the command on the worker thread and hands the request to completion.
     fn run(&self, dev: &LoopDevice, rq: &Request) {
+        // Declared first, dropped last: the claim on a cgroup worker (possibly the current
+        // thread's) ends only when the command is done with it.
+        // SAFETY: The worker owns the command; `queue_to_worker` stored the value before queueing.
+        let _claim = unsafe { (*self.cgroup_worker.get()).take() };
         // Do not throttle the worker on the dirty pages it is cleaning, and do not recurse
         // into I/O from its allocations.
         let _task_flags =
@@ -216,8 +223,10 @@ impl LoopCmd {
         }
     }
 
-    /// Queues the command to the worker of its hardware queue, to run in its issuer's cgroups.
-    pub(crate) fn queue_to_worker(&self, dev: &LoopDevice, rq: &Request) {
+    /// Queues the command to run in its issuer's cgroups: on the worker of the issuer's blkcg
+    /// (started if needed when `may_sleep`), or on the worker of its hardware queue for the
+    /// root cgroup.
+    pub(crate) fn queue_to_worker(&self, dev: &LoopDevice, rq: &Request, may_sleep: bool) {
         let Some(queue) = dev.hw_queue_of(rq) else {
             self.set_result(EIO);
             rq.complete();
@@ -228,9 +237,22 @@ impl LoopCmd {
                 .worker_writes_pending
                 .fetch_add(1, Ordering::Relaxed);
         }
-        // SAFETY: The caller owns the command; the worker takes the value when it runs it.
-        unsafe { *self.cgroups.get() = Some(IoCgroups::of(rq)) };
-        queue.worker.queue(&self.work);
+        let cgroups = IoCgroups::of(rq);
+        // Starting a thread waits for kthreadd: not from memory reclaim, which may be waiting
+        // for this very device.
+        let claim = dev
+            .cgroup_workers
+            .get(&cgroups, may_sleep && !crate::blk::in_reclaim());
+        // SAFETY: The caller owns the command; the worker takes the values when it runs it.
+        let claim = unsafe {
+            *self.cgroups.get() = Some(cgroups);
+            *self.cgroup_worker.get() = claim;
+            (*self.cgroup_worker.get()).as_ref()
+        };
+        match claim {
+            Some(c) => c.get().worker.queue(&self.work),
+            None => queue.worker.queue(&self.work),
+        };
     }
 
     /// Submits the request as one direct-I/O kiocb over its pages.
@@ -369,7 +391,8 @@ impl LoopCmd {
         if st.nowait && self.ret.load(Ordering::Relaxed) == EAGAIN {
             dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
             st.nowait = false;
-            self.queue_to_worker(dev, rq);
+            // Possibly in interrupt context (`ki_complete`): no sleeping.
+            self.queue_to_worker(dev, rq, false);
             return;
         }
         if st.nowait {

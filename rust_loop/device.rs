@@ -5,6 +5,7 @@
 //! direct I/O and block size. Behaviour and errno values follow `drivers/block/loop.c`.
 
 use crate::{
+    cgroup::CgroupWorkers,
     backing::{BackingFile, DioAlign},
     blk::{
         BlkStatus, Disk, DiskConfig, DiskOps, Queue, Request, BLK_FEAT_WRITE_CACHE, BLK_OPEN_EXCL,
@@ -206,6 +207,9 @@ pub(crate) struct LoopDevice {
     pub(crate) disk: Disk<LoopDisk>,
     /// The hardware queues, each with its worker.
     hw_queues: HwQueues,
+    /// Workers for the commands of non-root blkcgs.
+    #[pin]
+    pub(crate) cgroup_workers: CgroupWorkers,
     /// Number of hardware queues (and workers).
     nr_hw_queues: AtomicU32,
     /// Counters.
@@ -330,6 +334,7 @@ impl LoopDevice {
                 number,
                 disk,
                 hw_queues: HwQueues(UnsafeCell::new(hw_queues)),
+                cgroup_workers <- CgroupWorkers::new(*number),
                 nr_hw_queues: AtomicU32::new(nr_hw_queues.max(1)),
                 stats: DevStats::default(),
                 cfg <- kernel::new_mutex!(Config {
@@ -762,6 +767,8 @@ impl LoopDevice {
             let frozen = self.queue().freeze();
             self.publish_io(&frozen, None);
         }
+        // Drained: no command holds a cgroup worker.
+        self.cgroup_workers.stop_all();
         let old_gfp = {
             let mut cfg = self.cfg.lock();
             self.offset.store(0, Ordering::Relaxed);
@@ -1066,7 +1073,8 @@ impl DiskOps for LoopDisk {
                 return BlkStatus::OK;
             }
         }
-        cmd.queue_to_worker(dev, rq);
+        // `BLK_MQ_F_BLOCKING`: `queue_rq` may sleep.
+        cmd.queue_to_worker(dev, rq, true);
         BlkStatus::OK
     }
 

@@ -73,6 +73,11 @@ void rust_loop_task_flags_restore(unsigned int old, unsigned int flags)
 	current->flags = (current->flags & ~flags) | (old & flags);
 }
 
+bool rust_loop_task_in_reclaim(void)
+{
+	return current->flags & (PF_MEMALLOC | PF_MEMALLOC_NOIO | PF_MEMALLOC_NOFS);
+}
+
 bool rust_loop_task_plugged(void)
 {
 	return current->plug != NULL;
@@ -177,6 +182,20 @@ bool rust_loop_rq_issued_here(struct request *rq)
 void rust_loop_css_put(struct cgroup_subsys_state *css)
 {
 	css_put(css);
+}
+
+void rust_loop_css_get(struct cgroup_subsys_state *css)
+{
+	css_get(css);
+}
+
+bool rust_loop_css_is_root(struct cgroup_subsys_state *css)
+{
+#ifdef CONFIG_BLK_CGROUP
+	return css == blkcg_root_css;
+#else
+	return true;
+#endif
 }
 
 #define SZ(t) sizeof(struct t)

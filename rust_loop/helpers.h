@@ -16,6 +16,7 @@ unsigned long rust_loop_stack_remaining(void);
 unsigned int rust_loop_task_flags_set(unsigned int flags);
 void rust_loop_task_flags_restore(unsigned int old, unsigned int flags);
 bool rust_loop_task_plugged(void);
+bool rust_loop_task_in_reclaim(void);
 unsigned long rust_loop_statfs_bsize(struct file *file);
 unsigned int rust_loop_rq_hw_queue(struct request *rq);
 unsigned int rust_loop_online_cpus(void);
@@ -26,6 +27,8 @@ void rust_loop_cgroups_leave(struct cgroup_subsys_state *blkcg, struct cgroup_su
 			     void *old);
 bool rust_loop_rq_issued_here(struct request *rq);
 void rust_loop_css_put(struct cgroup_subsys_state *css);
+void rust_loop_css_get(struct cgroup_subsys_state *css);
+bool rust_loop_css_is_root(struct cgroup_subsys_state *css);
 extern const unsigned long rust_loop_c_layout[];
 extern const unsigned int rust_loop_c_layout_len;
 

@@ -16,8 +16,9 @@ import os
 import statistics
 import sys
 
-DRIVERS = ["raw", "loop", "rust_loop", "ublk"]
+DRIVERS = ["raw", "loop", "rust_loop", "rust_loop_mq2", "ublk"]
 LABEL = {"raw": "raw file (O_DIRECT)", "loop": "C loop", "rust_loop": "rust_loop",
+         "rust_loop_mq2": "rust_loop 2 hw queues",
          "ublk": "ublk (rublk)"}
 METRICS = ["iops", "bw_mib_s", "cpu_us_per_io", "ctxt_per_io", "lat_mean_us", "clat_p99_us"]
 RATIOS = [("rust_loop/loop", "loop"), ("rust_loop/ublk", "ublk"), ("rust_loop/raw", "raw")]
@@ -149,6 +150,17 @@ def main():
         target(f"{b}: dio 12-job rw 4k QD16, rust_loop >= 1.3 x C loop",
                None if r is None else r >= 1.3,
                detail(r, "C loop", round_ratios(b, "dio", "rw-4k-qd16-12jobs", "loop")))
+    # nr_hw_queues 2 vs 1 (the multi-queue issue's target).
+    for b in backings:
+        wl = "rw-4k-qd16-12jobs"
+        q2, q1, raw = (get("rust_loop_mq2", b, "dio", wl), get("rust_loop", b, "dio", wl),
+                       get("raw", b, "dio", wl))
+        r1 = q2 / q1 if q2 is not None and q1 else None
+        r2 = q2 / raw if q2 is not None and raw else None
+        target(f"{b}: dio 12-job rw 4k QD16, 2 hw queues >= 1.1 x 1 queue",
+               None if r1 is None else r1 >= 1.1, f"{fmt(r1, 2)} x 1 queue")
+        target(f"{b}: dio 12-job rw 4k QD16, 2 hw queues >= 0.9 x raw",
+               None if r2 is None else r2 >= 0.9, f"{fmt(r2, 2)} x raw")
     pcs = {(p["driver"], p["mode"]): p for p in res.get("pagecache", [])}
     p = pcs.get(("rust_loop", "dio"))
     frac = p["growth_mib"] / p["read_mib"] if p else None
@@ -200,14 +212,15 @@ def main():
     L.append("")
     for b in backings:
         L.append(f"## IOPS, backing `{b}` (median; 1M workloads: IOPS = MiB/s)\n")
-        L.append("| mode | workload | raw | C loop | rust_loop | ublk | rust/C loop | rust/ublk | rust/raw "
-                 "| rust/C loop per round |")
-        L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+        L.append("| mode | workload | raw | C loop | rust_loop | rust_loop 2 hwq | ublk | rust/C loop "
+                 "| rust/ublk | rust/raw | rust/C loop per round |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
         for mode in modes:
             for wl in workloads:
                 r = ratios[f"{b}/{mode}/{wl}"]
                 L.append(f"| {mode} | {wl} | {fmt(get('raw', b, mode, wl))} | "
                          f"{fmt(get('loop', b, mode, wl))} | {fmt(get('rust_loop', b, mode, wl))} | "
+                         f"{fmt(get('rust_loop_mq2', b, mode, wl))} | "
                          f"{fmt(get('ublk', b, mode, wl))} | {fmt(r['rust_loop/loop'], 2)} | "
                          f"{fmt(r['rust_loop/ublk'], 2)} | {fmt(r['rust_loop/raw'], 2)} | "
                          + (" ".join(f"{x:.2f}" for x in round_ratios(b, mode, wl, "loop")) or "–") + " |")

@@ -19,6 +19,9 @@ make -s modules 2>&1 | tee "$log" >&2
 [ -f rust_loop.ko ] || die "module build produced no rust_loop.ko"
 say "tests: building the test helper modules (tests/kmod)"
 make -s -C "$(bash scripts/kernel.sh)" M="$ROOT/tests/kmod" modules >&2 || die "building tests/kmod failed"
+say "tests: building the 32-bit compat ioctl program (tests/compat)"
+gcc -m32 -static -O2 -Wall -o tests/compat/loop32 tests/compat/loop32.c ||
+	die "building tests/compat/loop32 failed (needs gcc-multilib: scripts/setup.sh installs it)"
 
 mkdir -p results/tests
 rm -f results/tests/summary

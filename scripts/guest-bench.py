@@ -71,7 +71,10 @@ WORKLOADS = {
                               numjobs=12),
     "psync-randread-4k": dict(rw="randread", bs="4k", ioengine="psync", iodepth=1),
 }
-ALL_DRIVERS = ["raw", "loop", "rust_loop", "ublk"]
+# rust_loop_mq2: rust_loop with 2 hardware queues (and workers) per device, dio only, on the
+# workloads in MQ_WORKLOADS.
+ALL_DRIVERS = ["raw", "loop", "rust_loop", "rust_loop_mq2", "ublk"]
+MQ_WORKLOADS = ["randread-4k-qd32", "rw-4k-qd16-12jobs"]
 DRIVERS = [d for d in env_list("BENCH_DRIVERS", ALL_DRIVERS) if d in ALL_DRIVERS]
 BACKINGS = [b for b in env_list("BENCH_BACKINGS", ["disk", "nullb"]) if b in ("disk", "nullb")]
 MODES = [m for m in env_list("BENCH_MODES", ["buffered", "dio"]) if m in ("buffered", "dio")]
@@ -218,8 +221,9 @@ class Raw:
 class Loop:
     """loop.ko or rust_loop.ko through losetup --direct-io=on|off."""
 
-    def __init__(self, name):
+    def __init__(self, name, queues=None):
         self.name = name
+        self.queues = queues
 
     def load(self):
         if os.path.isdir(f"/sys/module/{self.name}"):
@@ -236,10 +240,15 @@ class Loop:
 
     def attach(self, file, mode):
         dio = "on" if mode == "dio" else "off"
-        dev = sh(["losetup", f"--direct-io={dio}", "-f", "--show", file]).stdout.strip()
+        dev = sh(["losetup", "-f"]).stdout.strip()
         n = os.path.basename(dev)
+        if self.name == "rust_loop":
+            # Hardware queues of the (unbound) device: the per-device knob.
+            write(f"/sys/block/{n}/rust_loop/nr_hw_queues", str(self.queues or 1))
+        sh(["losetup", f"--direct-io={dio}", dev, file])
         info = {"dio": int(read(f"/sys/block/{n}/loop/dio", "-1")),
-                "logical_block_size": int(read(f"/sys/block/{n}/queue/logical_block_size", "0"))}
+                "logical_block_size": int(read(f"/sys/block/{n}/queue/logical_block_size", "0")),
+                "nr_hw_queues": len(os.listdir(f"/sys/block/{n}/mq"))}
         return dev, info
 
     def detach(self, dev):
@@ -446,14 +455,17 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     result_path = os.path.join(OUT, "bench.json")
     notes = []
-    drivers = {"raw": Raw(), "loop": Loop("loop"), "rust_loop": Loop("rust_loop"), "ublk": Ublk()}
+    drivers = {"raw": Raw(), "loop": Loop("loop"), "rust_loop": Loop("rust_loop", 1),
+               "rust_loop_mq2": Loop("rust_loop", 2), "ublk": Ublk()}
     active = list(DRIVERS)
     if "ublk" in active and not (RUBLK and os.access(RUBLK, os.X_OK)):
         notes.append(f"ublk cells skipped: rublk not available ({RUBLK_NOTE or 'BENCH_RUBLK unset'})")
         active.remove("ublk")
-    if "rust_loop" in active and not os.path.exists(KO):
-        notes.append("rust_loop cells skipped: rust_loop.ko not built")
-        active.remove("rust_loop")
+    if not os.path.exists(KO):
+        for d in ("rust_loop", "rust_loop_mq2"):
+            if d in active:
+                notes.append(f"{d} cells skipped: rust_loop.ko not built")
+                active.remove(d)
     for n in notes:
         log("NOTE: " + n)
 
@@ -495,9 +507,12 @@ def main():
     res["meta"]["setup_s"] = round(time.monotonic() - T0, 1)
 
     def modes_of(d):
-        return ["dio"] if d == "raw" else MODES
+        return ["dio"] if d in ("raw", "rust_loop_mq2") else MODES
 
-    per_round = sum(len(modes_of(d)) for d in active) * len(files) * len(WL_NAMES)
+    def wls_of(d):
+        return [w for w in WL_NAMES if w in MQ_WORKLOADS] if d == "rust_loop_mq2" else WL_NAMES
+
+    per_round = sum(len(modes_of(d)) * len(wls_of(d)) for d in active) * len(files)
     total = per_round * ROUNDS
     done = 0
     bench_t0 = time.monotonic()
@@ -530,8 +545,9 @@ def main():
                 log(f"round {rnd + 1}: {backing} {mode}: {' -> '.join(order)}")
                 for dname in order:
                     drv = drivers[dname]
+                    wls = wls_of(dname)
                     if not load(dname):
-                        done += len(WL_NAMES)
+                        done += len(wls)
                         continue
                     try:
                         dev, info = drv.attach(file, mode)
@@ -539,18 +555,18 @@ def main():
                         msg = f"round {rnd + 1} {dname} {backing} {mode}: attach failed: {e}"
                         log("ERROR: " + msg)
                         res["errors"].append(msg)
-                        done += len(WL_NAMES)
+                        done += len(wls)
                         continue
                     if mode == "dio" and info.get("dio") == 0:
                         msg = f"{dname} {backing}: asked for direct I/O but the device reports dio=0"
                         if msg not in res["notes"]:
                             res["notes"].append(msg)
                             log("NOTE: " + msg)
-                    log(f"  {dname}: {dev} (dio={info.get('dio')}): {len(WL_NAMES)} workloads, "
+                    log(f"  {dname}: {dev} (dio={info.get('dio')}): {len(wls)} workloads, "
                         f"{RUNTIME:g}s each")
                     t_s = round(time.monotonic() - bench_t0, 1)
-                    results = run_group(dev, WL_NAMES, file, dname == "raw")
-                    for wl in WL_NAMES:
+                    results = run_group(dev, wls, file, dname == "raw")
+                    for wl in wls:
                         done += 1
                         r = results[wl]
                         if isinstance(r, Exception):
@@ -575,7 +591,7 @@ def main():
     if "disk" in files:
         log(f"page cache: O_DIRECT read of {PAGECACHE_MB} MiB through each driver, caches dropped first")
         for dname in active:
-            if not load(dname):
+            if dname == "rust_loop_mq2" or not load(dname):
                 continue
             drv = drivers[dname]
             for mode in modes_of(dname):
