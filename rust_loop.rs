@@ -260,7 +260,7 @@ impl kernel::Module for LoopModule {
         let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;
         // SAFETY: Registers major 7 with a probe that lives as long as the module.
         let rc = unsafe {
-            bindings::__register_blkdev(bindings::LOOP_MAJOR, c"loop".as_ptr().cast(), Some(probe))
+            bindings::__register_blkdev(bindings::LOOP_MAJOR, c"loop".as_char_ptr(), Some(probe))
         };
         if rc != 0 {
             return Err(EIO);
@@ -283,7 +283,7 @@ impl kernel::Module for LoopModule {
 impl Drop for LoopModule {
     fn drop(&mut self) {
         // SAFETY: Major 7 was registered in `init`.
-        unsafe { bindings::unregister_blkdev(bindings::LOOP_MAJOR, c"loop".as_ptr().cast()) };
+        unsafe { bindings::unregister_blkdev(bindings::LOOP_MAJOR, c"loop".as_char_ptr()) };
         drop(self.control.take());
         // Nobody can reach the table any more: the control device and major are gone, and no
         // device is open or bound (either would hold a module reference).

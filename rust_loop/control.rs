@@ -43,7 +43,7 @@ impl ControlDevice {
                 // SAFETY: All-zero is a valid `miscdevice`.
                 let mut m: bindings::miscdevice = unsafe { core::mem::zeroed() };
                 m.minor = bindings::LOOP_CTRL_MINOR as i32;
-                m.name = c"loop-control".as_ptr().cast();
+                m.name = c"loop-control".as_char_ptr();
                 m.fops = &FOPS;
                 // INVARIANT: registered if this returns Ok.
                 // SAFETY: `slot` is pinned memory that outlives the registration (`drop`).

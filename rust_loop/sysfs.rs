@@ -6,7 +6,7 @@
 
 use crate::device::{LoopDevice, FLAG_AUTOCLEAR, FLAG_DIRECT_IO, FLAG_PARTSCAN};
 use core::{cell::UnsafeCell, fmt::Write, sync::atomic::Ordering};
-use kernel::{bindings, prelude::*};
+use kernel::{bindings, prelude::*, str::as_char_ptr_in_const_context};
 
 /// A C object that is only handed to the kernel, which synchronises its own use of it.
 #[repr(transparent)]
@@ -35,7 +35,7 @@ type StoreFn = unsafe extern "C" fn(
 const fn ro_attr(name: &'static CStr, show: ShowFn) -> KernelOwned<bindings::device_attribute> {
     // SAFETY: All-zero is a valid `device_attribute`.
     let mut a: bindings::device_attribute = unsafe { core::mem::zeroed() };
-    a.attr.name = name.as_ptr().cast();
+    a.attr.name = as_char_ptr_in_const_context(name);
     a.attr.mode = 0o444;
     a.__bindgen_anon_1.show = Some(show);
     KernelOwned(UnsafeCell::new(a))
@@ -74,7 +74,7 @@ static ATTRS: KernelOwned<[*mut bindings::attribute; 7]> = KernelOwned(UnsafeCel
 static GROUP: KernelOwned<bindings::attribute_group> = KernelOwned(UnsafeCell::new({
     // SAFETY: All-zero is a valid `attribute_group`.
     let mut g: bindings::attribute_group = unsafe { core::mem::zeroed() };
-    g.name = c"loop".as_ptr().cast();
+    g.name = as_char_ptr_in_const_context(c"loop");
     g.__bindgen_anon_2.attrs = ATTRS.get().cast();
     g
 }));
@@ -129,7 +129,7 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 14]> = KernelOwned(Un
 static STATS_GROUP: KernelOwned<bindings::attribute_group> = KernelOwned(UnsafeCell::new({
     // SAFETY: All-zero is a valid `attribute_group`.
     let mut g: bindings::attribute_group = unsafe { core::mem::zeroed() };
-    g.name = c"rust_loop".as_ptr().cast();
+    g.name = as_char_ptr_in_const_context(c"rust_loop");
     g.__bindgen_anon_2.attrs = STATS_ATTRS.get().cast();
     g
 }));

@@ -30,7 +30,7 @@ impl KthreadWorker {
             bindings::kthread_create_worker_on_node(
                 0,
                 bindings::NUMA_NO_NODE,
-                c"%s".as_ptr().cast(),
+                c"%s".as_char_ptr(),
                 name.as_char_ptr(),
             )
         })?;
