@@ -240,7 +240,11 @@ impl kernel::Module for LoopModule {
         let cpus = blk::online_cpus();
         let queues = module_parameters::nr_hw_queues.value();
         if queues == 0 || queues > cpus {
-            pr_info!("nr_hw_queues={} out of range, using {}\n", queues, queues.clamp(1, cpus));
+            pr_info!(
+                "nr_hw_queues={} out of range, using {}\n",
+                queues,
+                queues.clamp(1, cpus)
+            );
         }
         NR_HW_QUEUES.store(queues.clamp(1, cpus.max(1)), Ordering::Relaxed);
         NOWAIT_MIN_STACK.store(

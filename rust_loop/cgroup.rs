@@ -31,20 +31,9 @@ type Css = c_void;
 
 extern "C" {
     // rust_loop/helpers.c: static inline functions and `task_struct` fields.
-    fn rust_loop_rq_cgroups(
-        rq: *mut c_void,
-        blkcg: *mut *mut Css,
-        memcg: *mut *mut Css,
-    );
-    fn rust_loop_cgroups_enter(
-        blkcg: *mut Css,
-        memcg: *mut Css,
-    ) -> *mut c_void;
-    fn rust_loop_cgroups_leave(
-        blkcg: *mut Css,
-        memcg: *mut Css,
-        old: *mut c_void,
-    );
+    fn rust_loop_rq_cgroups(rq: *mut c_void, blkcg: *mut *mut Css, memcg: *mut *mut Css);
+    fn rust_loop_cgroups_enter(blkcg: *mut Css, memcg: *mut Css) -> *mut c_void;
+    fn rust_loop_cgroups_leave(blkcg: *mut Css, memcg: *mut Css, old: *mut c_void);
     fn rust_loop_css_put(css: *mut Css);
     fn rust_loop_rq_issued_here(rq: *mut c_void) -> bool;
     fn rust_loop_css_is_root(css: *mut Css) -> bool;
@@ -280,9 +269,7 @@ impl CgroupWorkers {
     fn reap_idle(&self) {
         let now = now_ns();
         // Each is dropped (its thread stopped) outside the lock.
-        while let Some(w) =
-            self.take_one(|w| now - w.last_used.load(Ordering::Relaxed) > IDLE_NS)
-        {
+        while let Some(w) = self.take_one(|w| now - w.last_used.load(Ordering::Relaxed) > IDLE_NS) {
             drop(w);
         }
     }

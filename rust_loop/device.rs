@@ -5,12 +5,12 @@
 //! direct I/O and block size. Behaviour and errno values follow `drivers/block/loop.c`.
 
 use crate::{
-    cgroup::CgroupWorkers,
     backing::{BackingFile, DioAlign},
     blk::{
         BlkStatus, Disk, DiskConfig, DiskOps, Queue, Request, BLK_FEAT_WRITE_CACHE, BLK_OPEN_EXCL,
         BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },
+    cgroup::CgroupWorkers,
     cmd::LoopCmd,
     stats::DevStats,
     sysfs,
@@ -388,7 +388,10 @@ impl LoopDevice {
     }
 
     /// Calls `f` with the number of requests started on each hardware queue.
-    pub(crate) fn hw_queue_requests<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = u64>) -> R) -> R {
+    pub(crate) fn hw_queue_requests<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = u64>) -> R,
+    ) -> R {
         let _cfg = self.cfg.lock();
         // SAFETY: The device mutex is held.
         let queues = unsafe { self.hw_queues.all() };
