@@ -229,7 +229,7 @@ impl kernel::Module for LoopModule {
             // `fls(max_part)`.
             shift = 32 - (max_part as u32).leading_zeros();
         }
-        if (1u64 << shift) > bindings::DISK_MAX_PARTS as u64 {
+        if (1u64 << shift) > u64::from(bindings::DISK_MAX_PARTS) {
             return Err(EINVAL);
         }
         if max_loop > 0 && max_loop as u64 > 1u64 << (bindings::MINORBITS - shift) {

@@ -429,13 +429,13 @@ impl BackingFile {
     /// (`kiocb_start_write`); may sleep while the filesystem is frozen.
     pub(crate) fn start_write(&self, iocb: &mut bindings::kiocb) {
         // SAFETY: `iocb.ki_filp` is this open file.
-        unsafe { rust_loop_kiocb_start_write((iocb as *mut bindings::kiocb).cast()) }
+        unsafe { rust_loop_kiocb_start_write(core::ptr::from_mut(iocb).cast()) }
     }
 
     /// As [`Self::start_write`] but fails instead of sleeping.
     pub(crate) fn start_write_trylock(&self, iocb: &mut bindings::kiocb) -> bool {
         // SAFETY: `iocb.ki_filp` is this open file.
-        unsafe { rust_loop_kiocb_start_write_trylock((iocb as *mut bindings::kiocb).cast()) }
+        unsafe { rust_loop_kiocb_start_write_trylock(core::ptr::from_mut(iocb).cast()) }
     }
 
     /// Drops freeze protection taken by [`Self::start_write`] (`kiocb_end_write`).

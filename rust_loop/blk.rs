@@ -614,11 +614,14 @@ impl<T: DiskOps> Disk<T> {
             let src = name.to_bytes_with_nul();
             let n = src.len().min(dst.len());
             for (d, s) in dst.iter_mut().zip(&src[..n]) {
-                *d = *s as _;
+                *d = *s;
             }
             dst[dst.len() - 1] = 0;
             if cfg.suppress_part_scan {
-                bindings::set_bit(bindings::GD_SUPPRESS_PART_SCAN as _, &raw mut (*disk).state);
+                bindings::set_bit(
+                    bindings::GD_SUPPRESS_PART_SCAN as usize,
+                    &raw mut (*disk).state,
+                );
             }
         }
         free_set.dismiss();
@@ -640,7 +643,7 @@ impl<T: DiskOps> Disk<T> {
         let set = self.tag_set.get();
         // SAFETY: The tag set is allocated (type invariant) and has this one queue.
         unsafe {
-            bindings::blk_mq_update_nr_hw_queues(set, count as _);
+            bindings::blk_mq_update_nr_hw_queues(set, count as i32);
             (*set).nr_hw_queues
         }
     }
@@ -753,7 +756,7 @@ impl<T: DiskOps> Disk<T> {
     /// Suppresses (or allows again) uevents of the disk (`dev_set_uevent_suppress`).
     pub(crate) fn suppress_uevents(&self, on: bool) {
         // SAFETY: The disk's kobject is valid; the flag is a plain bitfield written by its owner.
-        unsafe { (*self.kobj()).set_uevent_suppress(on as u32) };
+        unsafe { (*self.kobj()).set_uevent_suppress(u32::from(on)) };
     }
 
     /// Sets the capacity in sectors and announces it; sends a change uevent when the size did
@@ -783,9 +786,9 @@ impl<T: DiskOps> Disk<T> {
         unsafe {
             let state = &raw mut (*self.as_raw()).state;
             if on {
-                bindings::clear_bit(bindings::GD_SUPPRESS_PART_SCAN as _, state)
+                bindings::clear_bit(bindings::GD_SUPPRESS_PART_SCAN as usize, state)
             } else {
-                bindings::set_bit(bindings::GD_SUPPRESS_PART_SCAN as _, state)
+                bindings::set_bit(bindings::GD_SUPPRESS_PART_SCAN as usize, state)
             }
         }
     }

@@ -292,7 +292,7 @@ impl LoopCmd {
                     &mut iter,
                     dir.iter_dir(),
                     table.as_ptr(),
-                    table.len() as _,
+                    table.len(),
                     rq.bytes() as usize,
                 )
             };
@@ -365,7 +365,7 @@ impl LoopCmd {
         // SAFETY: The PDU follows its request, which is in flight.
         let rq = unsafe {
             Request::from_raw(bindings::blk_mq_rq_from_pdu(
-                (cmd as *const LoopCmd).cast_mut().cast(),
+                core::ptr::from_ref(cmd).cast_mut().cast(),
             ))
         };
         // SAFETY: The request belongs to a loop device's queue, whose `queuedata` is the device.
@@ -457,7 +457,7 @@ impl LoopCmd {
         if !dev.discard_enabled() {
             return EOPNOTSUPP;
         }
-        let ret = file.fallocate(mode | FALLOC_FL_KEEP_SIZE, pos, rq.bytes() as u64) as isize;
+        let ret = file.fallocate(mode | FALLOC_FL_KEEP_SIZE, pos, u64::from(rq.bytes())) as isize;
         match ret {
             0 => 0,
             EOPNOTSUPP => {
@@ -497,7 +497,7 @@ impl LoopCmd {
         } else if ret < 0 {
             BlkStatus::IOERR
         } else {
-            if rq.op() == ReqOp::Read && (ret as u64) < rq.bytes() as u64 {
+            if rq.op() == ReqOp::Read && (ret as u64) < u64::from(rq.bytes()) {
                 // Past the end of the backing file: the rest reads as zeroes.
                 zero_fill_from(rq, ret as usize);
             }
@@ -526,15 +526,7 @@ fn bio_iter(bio: Bio<'_>, dir: Dir) -> bindings::iov_iter {
     let mut iter: bindings::iov_iter = unsafe { core::mem::zeroed() };
     // SAFETY: `table` points at the bio's current bvec; `nr` entries from there cover its
     // `size` bytes starting `offset` bytes into the first one (as loop.c does).
-    unsafe {
-        bindings::iov_iter_bvec(
-            &mut iter,
-            dir.iter_dir(),
-            table,
-            nr as _,
-            bio.size() as usize,
-        )
-    };
+    unsafe { bindings::iov_iter_bvec(&mut iter, dir.iter_dir(), table, nr, bio.size() as usize) };
     iter.iov_offset = offset;
     iter
 }

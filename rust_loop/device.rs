@@ -514,7 +514,7 @@ impl LoopDevice {
         if self.queue().limits().logical_block_size < dio.min_size {
             return false;
         }
-        dio.min_size != 0 && self.offset() & (dio.min_size as u64 - 1) == 0
+        dio.min_size != 0 && self.offset() & (u64::from(dio.min_size) - 1) == 0
     }
 
     /// Drops `LO_FLAGS_DIRECT_IO` when direct I/O is not possible (`loop_update_dio`).
@@ -1040,8 +1040,8 @@ impl LoopDevice {
 
 /// `huge_encode_dev`: a kernel `dev_t` in the 64-bit user-space encoding.
 fn huge_encode_dev(dev: u32) -> u64 {
-    let major = (dev >> bindings::MINORBITS) as u64;
-    let minor = (dev & ((1 << bindings::MINORBITS) - 1)) as u64;
+    let major = u64::from(dev >> bindings::MINORBITS);
+    let minor = u64::from(dev & ((1 << bindings::MINORBITS) - 1));
     (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
 }
 

@@ -16,9 +16,8 @@ fn read_user<T: Copy>(arg: usize) -> Result<T> {
     let mut v = MaybeUninit::<T>::uninit();
     // SAFETY: `v` is a writable kernel buffer of `size_of::<T>()` bytes; `copy_from_user`
     // validates the user pointer and returns the number of bytes it could not copy.
-    let left = unsafe {
-        bindings::copy_from_user(v.as_mut_ptr().cast(), arg as *const _, size_of::<T>() as _)
-    };
+    let left =
+        unsafe { bindings::copy_from_user(v.as_mut_ptr().cast(), arg as *const _, size_of::<T>()) };
     if left != 0 {
         return Err(EFAULT);
     }
@@ -31,7 +30,7 @@ fn write_user<T: Copy>(arg: usize, v: &T) -> Result {
     // SAFETY: `v` is a readable kernel object of `size_of::<T>()` bytes; `copy_to_user`
     // validates the user pointer.
     let left = unsafe {
-        bindings::copy_to_user(arg as *mut _, (v as *const T).cast(), size_of::<T>() as _)
+        bindings::copy_to_user(arg as *mut _, core::ptr::from_ref(v).cast(), size_of::<T>())
     };
     if left != 0 {
         return Err(EFAULT);
@@ -115,17 +114,18 @@ pub(crate) fn dispatch(
 }
 
 /// The conversions between `loop_info64` and an old-style status structure (`loop_info`, or its
-/// 32-bit layout), as loop.c's `loop_info64_{from,to}_old` and `..._compat`.
+/// 32-bit layout), as loop.c's `loop_info64_{from,to}_old` and `..._compat`. `dev` and `ino` are
+/// the old structure's types of `lo_device`/`lo_rdevice` and of `lo_inode`.
 macro_rules! old_info_conversions {
-    ($old:ty, $from:ident, $to:ident) => {
+    ($old:ty, $from:ident, $to:ident, dev: $dev:ty, ino: $ino:ty) => {
         fn $from(info: &$old) -> loop_info64 {
             // SAFETY: All-zero is a valid `loop_info64`.
             let mut i: loop_info64 = unsafe { core::mem::zeroed() };
             i.lo_number = info.lo_number as u32;
-            i.lo_device = info.lo_device as u64;
-            i.lo_inode = info.lo_inode as u64;
-            i.lo_rdevice = info.lo_rdevice as u64;
-            i.lo_offset = info.lo_offset as i64 as u64;
+            i.lo_device = u64::from(info.lo_device);
+            i.lo_inode = u64::from(info.lo_inode);
+            i.lo_rdevice = u64::from(info.lo_rdevice);
+            i.lo_offset = i64::from(info.lo_offset) as u64;
             i.lo_flags = info.lo_flags as u32;
             copy_name(&mut i.lo_file_name, &info.lo_name);
             i
@@ -134,18 +134,18 @@ macro_rules! old_info_conversions {
         fn $to(i: &loop_info64) -> Result<$old> {
             // SAFETY: All-zero is a valid old-style status structure.
             let mut info: $old = unsafe { core::mem::zeroed() };
-            info.lo_number = i.lo_number as _;
-            info.lo_device = i.lo_device as _;
-            info.lo_inode = i.lo_inode as _;
-            info.lo_rdevice = i.lo_rdevice as _;
-            info.lo_offset = i.lo_offset as _;
-            info.lo_flags = i.lo_flags as _;
+            info.lo_number = i.lo_number as i32;
+            info.lo_device = i.lo_device as $dev;
+            info.lo_inode = i.lo_inode as $ino;
+            info.lo_rdevice = i.lo_rdevice as $dev;
+            info.lo_offset = i.lo_offset as i32;
+            info.lo_flags = i.lo_flags as i32;
             copy_name(&mut info.lo_name, &i.lo_file_name);
             // Values that do not fit the old structure are an error, as loop.c.
-            if info.lo_device as u64 != i.lo_device
-                || info.lo_rdevice as u64 != i.lo_rdevice
-                || info.lo_inode as u64 != i.lo_inode
-                || info.lo_offset as i64 as u64 != i.lo_offset
+            if u64::from(info.lo_device) != i.lo_device
+                || u64::from(info.lo_rdevice) != i.lo_rdevice
+                || u64::from(info.lo_inode) != i.lo_inode
+                || i64::from(info.lo_offset) as u64 != i.lo_offset
             {
                 return Err(EOVERFLOW);
             }
@@ -154,8 +154,14 @@ macro_rules! old_info_conversions {
     };
 }
 
-old_info_conversions!(loop_info, info64_from_old, info64_to_old);
-old_info_conversions!(CompatLoopInfo, info64_from_compat, info64_to_compat);
+old_info_conversions!(
+    loop_info,
+    info64_from_old,
+    info64_to_old,
+    dev: uapi::__kernel_old_dev_t,
+    ino: core::ffi::c_ulong
+);
+old_info_conversions!(CompatLoopInfo, info64_from_compat, info64_to_compat, dev: u16, ino: u32);
 
 /// Copies a `LO_NAME_SIZE` name between the `u8`/`c_char` arrays of the two structures.
 fn copy_name<A: Copy, B: Copy>(dst: &mut [A; NAME_SIZE], src: &[B; NAME_SIZE]) {

@@ -10,7 +10,7 @@ use core::mem::{offset_of, size_of};
 use kernel::{bindings as b, prelude::*};
 
 extern "C" {
-    static rust_loop_c_layout: [core::ffi::c_ulong; 0];
+    static rust_loop_c_layout: [kernel::ffi::c_ulong; 0];
     static rust_loop_c_layout_len: core::ffi::c_uint;
 }
 
@@ -145,7 +145,7 @@ pub(crate) fn check() -> Result {
     // immutable.
     let c = unsafe {
         core::slice::from_raw_parts(
-            (&raw const rust_loop_c_layout).cast::<core::ffi::c_ulong>(),
+            (&raw const rust_loop_c_layout).cast::<kernel::ffi::c_ulong>(),
             rust_loop_c_layout_len as usize,
         )
     };
@@ -158,7 +158,7 @@ pub(crate) fn check() -> Result {
         return Err(EINVAL);
     }
     for (&(name, rust), &c) in RUST_LAYOUT.iter().zip(c) {
-        if rust as u64 != c as u64 {
+        if rust != c {
             pr_err!(
                 "layout check: {} is {} for the C compiler, {} for bindgen\n",
                 name,

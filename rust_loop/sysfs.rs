@@ -252,10 +252,13 @@ macro_rules! show_value {
 show_value!(show_offset, |lo| lo.offset());
 show_value!(show_nr_hw_queues, |lo| lo.nr_hw_queues());
 show_value!(show_sizelimit, |lo| lo.sizelimit());
-show_value!(show_autoclear, |lo| (lo.flags() & FLAG_AUTOCLEAR != 0)
-    as u8);
-show_value!(show_partscan, |lo| (lo.flags() & FLAG_PARTSCAN != 0) as u8);
-show_value!(show_dio, |lo| (lo.flags() & FLAG_DIRECT_IO != 0) as u8);
+show_value!(show_autoclear, |lo| u8::from(
+    lo.flags() & FLAG_AUTOCLEAR != 0
+));
+show_value!(show_partscan, |lo| u8::from(
+    lo.flags() & FLAG_PARTSCAN != 0
+));
+show_value!(show_dio, |lo| u8::from(lo.flags() & FLAG_DIRECT_IO != 0));
 
 show_value!(show_nowait_completions, |lo| lo
     .stats
