@@ -200,8 +200,9 @@ fn get_free_device() -> Result<u32> {
     add_device(-1)
 }
 
-/// `loop_probe`: opening `/dev/loopN` of a device that does not exist creates it.
-unsafe extern "C" fn probe(devt: bindings::dev_t) {
+/// `loop_probe`: opening `/dev/loopN` of a device that does not exist creates it. Safe: it only
+/// uses the device number.
+extern "C" fn probe(devt: bindings::dev_t) {
     let index = (devt & ((1 << bindings::MINORBITS) - 1)) >> part_shift();
     let limit = MAX_LOOP_LIMIT.load(Ordering::Relaxed);
     if limit != 0 && index >= limit {

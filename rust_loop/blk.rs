@@ -145,8 +145,9 @@ impl Request {
     /// The request's bios, in order.
     pub(crate) fn bios(&self) -> Bios<'_> {
         // SAFETY: By the type invariant the request is valid.
+        let next = unsafe { (*self.as_raw()).bio };
         Bios {
-            next: unsafe { (*self.as_raw()).bio },
+            next,
             _rq: PhantomData,
         }
     }
@@ -231,8 +232,9 @@ impl<'a> Bio<'a> {
     /// The bio's multi-page segments (`bio_for_each_bvec`).
     pub(crate) fn bvecs(&self) -> BvecIter<'a> {
         // SAFETY: The bio is valid for `'a`.
+        let table = unsafe { (*self.as_raw()).bi_io_vec };
         BvecIter {
-            table: unsafe { (*self.as_raw()).bi_io_vec },
+            table,
             iter: self.iter(),
             _bio: PhantomData,
         }
@@ -849,6 +851,13 @@ impl<T: DiskOps> Disk<T> {
         unsafe { &*(*disk).private_data.cast::<T::Data>() }
     }
 
+    /// `blk_mq_ops::queue_rq`.
+    ///
+    /// # Safety
+    ///
+    /// Only blk-mq calls this, through [`Self::MQ_OPS`]: `bd` is valid for the call, and
+    /// `(*bd).rq` is a request of the queue of a disk created by `Disk::<T>::new` (whose
+    /// `queuedata` [`Disk::add`] set), handed to the driver, which owns it until it ends it.
     unsafe extern "C" fn queue_rq_callback(
         _hctx: *mut bindings::blk_mq_hw_ctx,
         bd: *const bindings::blk_mq_queue_data,
@@ -860,6 +869,13 @@ impl<T: DiskOps> Disk<T> {
         T::queue_rq(data, rq).0
     }
 
+    /// `blk_mq_ops::complete`.
+    ///
+    /// # Safety
+    ///
+    /// Only blk-mq calls this, through [`Self::MQ_OPS`]: `rq` is a request of the queue of a disk
+    /// created by `Disk::<T>::new`, completed with [`Request::complete`] and still owned by the
+    /// driver until it ends it.
     unsafe extern "C" fn complete_callback(rq: *mut bindings::request) {
         // SAFETY: blk-mq passes a request of ours that is being completed.
         let rq = unsafe { Request::from_raw(rq) };
@@ -868,6 +884,13 @@ impl<T: DiskOps> Disk<T> {
         T::complete(data, rq)
     }
 
+    /// `blk_mq_ops::init_request`.
+    ///
+    /// # Safety
+    ///
+    /// Only blk-mq calls this, through [`Self::MQ_OPS`]: `rq` is a newly allocated request of a
+    /// tag set of `Disk::<T>::new`, not in use, followed by its PDU: `cmd_size`
+    /// (`size_of::<T::Pdu>()`) bytes of uninitialised memory.
     unsafe extern "C" fn init_request_callback(
         _set: *mut bindings::blk_mq_tag_set,
         rq: *mut bindings::request,
@@ -879,6 +902,12 @@ impl<T: DiskOps> Disk<T> {
         0
     }
 
+    /// `block_device_operations::open`.
+    ///
+    /// # Safety
+    ///
+    /// Only the block layer calls this, through [`Self::FOPS`]: `disk` is a disk created by
+    /// `Disk::<T>::new` and added by [`Disk::add`], so its `private_data` is set.
     unsafe extern "C" fn open_callback(
         disk: *mut bindings::gendisk,
         mode: bindings::blk_mode_t,
@@ -891,12 +920,24 @@ impl<T: DiskOps> Disk<T> {
         }
     }
 
+    /// `block_device_operations::release`, called with the disk's `open_mutex` held.
+    ///
+    /// # Safety
+    ///
+    /// Only the block layer calls this, through [`Self::FOPS`]: `disk` is a disk created by
+    /// `Disk::<T>::new` and added by [`Disk::add`], so its `private_data` is set.
     unsafe extern "C" fn release_callback(disk: *mut bindings::gendisk) {
         // SAFETY: The block layer passes one of our disks.
         let data = unsafe { Self::data_of_disk(disk) };
         T::release(data)
     }
 
+    /// `block_device_operations::ioctl`.
+    ///
+    /// # Safety
+    ///
+    /// Only the block layer calls this, through [`Self::FOPS`]: `bdev` is an open block device
+    /// whose `bd_disk` was created by `Disk::<T>::new` and added by [`Disk::add`].
     unsafe extern "C" fn ioctl_callback(
         bdev: *mut bindings::block_device,
         mode: bindings::blk_mode_t,
@@ -911,6 +952,12 @@ impl<T: DiskOps> Disk<T> {
         }
     }
 
+    /// `block_device_operations::compat_ioctl`.
+    ///
+    /// # Safety
+    ///
+    /// Only the block layer calls this, through [`Self::FOPS`]: `bdev` is an open block device
+    /// whose `bd_disk` was created by `Disk::<T>::new` and added by [`Disk::add`].
     unsafe extern "C" fn compat_ioctl_callback(
         bdev: *mut bindings::block_device,
         mode: bindings::blk_mode_t,
@@ -925,6 +972,13 @@ impl<T: DiskOps> Disk<T> {
         }
     }
 
+    /// `block_device_operations::free_disk`.
+    ///
+    /// # Safety
+    ///
+    /// Only the block layer calls this, through [`Self::FOPS`], once, when the last reference
+    /// to `disk` goes, and only for a disk that was added: `disk` was created by
+    /// `Disk::<T>::new` and added by [`Disk::add`], and no other callback runs after it.
     unsafe extern "C" fn free_disk_callback(disk: *mut bindings::gendisk) {
         // SAFETY: `private_data` holds the reference given up by `Arc::into_raw` in `add`; this
         // is the last callback of the disk, so the reference is taken back exactly once.

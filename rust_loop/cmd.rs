@@ -102,6 +102,13 @@ impl LoopCmd {
         self.ret.store(ret, Ordering::Relaxed);
     }
 
+    /// The `kthread_work` function of every command, run on a worker thread.
+    ///
+    /// # Safety
+    ///
+    /// Only the kthread worker calls this, for an item set up by [`LoopCmd::init`] and queued by
+    /// [`LoopCmd::queue_to_worker`]: `work` is the `work` field of the `LoopCmd` PDU of a request
+    /// of a loop device's queue, which the driver owns while the item is queued and running.
     unsafe extern "C" fn work_fn(work: *mut bindings::kthread_work) {
         // SAFETY: `work` is the first field of a `LoopCmd` (`repr(C)`), which is the PDU of a
         // request that the driver owns while its work item is queued.
@@ -358,6 +365,13 @@ impl LoopCmd {
         DioSubmit::Queued
     }
 
+    /// `ki_complete` of a command's direct-I/O kiocb.
+    ///
+    /// # Safety
+    ///
+    /// Only the backing file calls this, once per submission that returned `-EIOCBQUEUED`:
+    /// `iocb` is the `iocb` of the [`DioState`] of a `LoopCmd` PDU whose request, of a loop
+    /// device's queue, is in flight and owned by the driver.
     unsafe extern "C" fn dio_complete(iocb: *mut bindings::kiocb, ret: isize) {
         let off = core::mem::offset_of!(LoopCmd, dio) + core::mem::offset_of!(DioState, iocb);
         // SAFETY: `iocb` is the `iocb` of a `LoopCmd`'s `DioState` (`UnsafeCell` is transparent).

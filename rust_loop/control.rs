@@ -64,7 +64,9 @@ impl PinnedDrop for ControlDevice {
     }
 }
 
-unsafe extern "C" fn control_ioctl(
+/// `unlocked_ioctl` and `compat_ioctl` of `/dev/loop-control`. Safe: it reads neither the file
+/// nor user memory (the argument is a device index).
+extern "C" fn control_ioctl(
     _file: *mut bindings::file,
     cmd: core::ffi::c_uint,
     parm: usize,

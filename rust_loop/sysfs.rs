@@ -218,6 +218,12 @@ fn emit(page: &mut [u8], args: core::fmt::Arguments<'_>) -> core::result::Result
     Ok(n)
 }
 
+/// `backing_file`: the path of the backing file (empty if there is none).
+///
+/// # Safety
+///
+/// Only sysfs calls this, as the `show` of an attribute of our groups, which exist only on loop
+/// disks: `dev` is the device of a live loop disk and `buf` a `PAGE_SIZE` buffer.
 unsafe extern "C" fn show_backing_file(
     dev: *mut bindings::device,
     _attr: *mut bindings::device_attribute,
@@ -232,8 +238,16 @@ unsafe extern "C" fn show_backing_file(
     }
 }
 
+/// Defines the sysfs `show` function `$name`, printing `$value` (computed from the loop device
+/// `$lo`) and a newline.
 macro_rules! show_value {
     ($name:ident, |$lo:ident| $value:expr) => {
+        /// Prints one value of the loop device.
+        ///
+        /// # Safety
+        ///
+        /// Only sysfs calls this, as the `show` of an attribute of our groups, which exist only on
+        /// loop disks: `dev` is the device of a live loop disk and `buf` a `PAGE_SIZE` buffer.
         unsafe extern "C" fn $name(
             dev: *mut bindings::device,
             _attr: *mut bindings::device_attribute,
@@ -306,6 +320,11 @@ show_value!(show_skip_nested, |lo| lo
     .load(Ordering::Relaxed));
 
 /// Requests started per hardware queue, space-separated.
+///
+/// # Safety
+///
+/// Only sysfs calls this, as the `show` of an attribute of our groups, which exist only on loop
+/// disks: `dev` is the device of a live loop disk and `buf` a `PAGE_SIZE` buffer.
 unsafe extern "C" fn show_hw_queue_requests(
     dev: *mut bindings::device,
     _attr: *mut bindings::device_attribute,
@@ -331,6 +350,11 @@ unsafe extern "C" fn show_hw_queue_requests(
 
 /// `echo N > /sys/block/loopN/rust_loop/nr_hw_queues`: hardware queues (and workers) of an
 /// unbound device. EBUSY while bound, EINVAL outside 1..=online CPUs.
+///
+/// # Safety
+///
+/// Only sysfs calls this, as the `store` of `rust_loop/nr_hw_queues`, which exists only on loop
+/// disks: `dev` is the device of a live loop disk and `buf` holds `count` readable bytes.
 unsafe extern "C" fn store_nr_hw_queues(
     dev: *mut bindings::device,
     _attr: *mut bindings::device_attribute,
