@@ -173,9 +173,9 @@ impl LoopCmd {
     /// kernel stack remain (loop on a filesystem on another loop device recurses through
     /// `queue_rq`); the loop queue has rq-qos policies (wbt may throttle, i.e. sleep, inside the
     /// backing file's submission and deadlock against our own queue); the current task is not
-    /// in the issuer's blkcg (the backing I/O would be charged to the wrong cgroup); or it is a write to a
-    /// regular file while blocking writes are queued in the worker (allocating writes keep
-    /// returning `-EAGAIN`, and trying them first only costs).
+    /// in the issuer's blkcg (the backing I/O would be charged to the wrong cgroup); or it is a
+    /// write to a regular file within a steering window ([`LoopCmd::steering_writes`]:
+    /// allocating writes keep returning `-EAGAIN`, and trying them first only costs).
     pub(crate) fn nowait_allowed(dev: &LoopDevice, io: &IoState, rq: &Request) -> bool {
         if !io.direct_io || !io.nowait {
             return false;
@@ -209,13 +209,35 @@ impl LoopCmd {
             // be added to that same plug while it is being flushed.
             return skipped(&dev.stats.nowait_skip_nested);
         }
-        if rq.op() == ReqOp::Write
-            && io.file_is_reg
-            && dev.stats.worker_writes_pending.load(Ordering::Relaxed) > 0
-        {
+        if rq.op() == ReqOp::Write && io.file_is_reg && Self::steering_writes(dev) {
             return skipped(&dev.stats.nowait_skip_writes);
         }
         true
+    }
+
+    /// Whether writes currently go straight to the worker: for [`WRITE_STEER_NS`] after
+    /// [`WRITE_STEER_STREAK`] NOWAIT writes were refused in a row, while the worker has writes.
+    fn steering_writes(dev: &LoopDevice) -> bool {
+        let until = dev.stats.write_steer_until.load(Ordering::Relaxed);
+        if until == 0 {
+            return false;
+        }
+        if now_ns() < until && dev.stats.worker_writes_pending.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
+        dev.stats.write_steer_until.store(0, Ordering::Relaxed);
+        false
+    }
+
+    /// Counts a NOWAIT write refused with `-EAGAIN`; enough in a row start a steering window.
+    fn write_refused(dev: &LoopDevice) {
+        let streak = dev.stats.write_eagain_streak.fetch_add(1, Ordering::Relaxed) + 1;
+        if streak >= WRITE_STEER_STREAK {
+            dev.stats.write_eagain_streak.store(0, Ordering::Relaxed);
+            dev.stats
+                .write_steer_until
+                .store(now_ns() + WRITE_STEER_NS, Ordering::Relaxed);
+        }
     }
 
     /// Tries the `IOCB_NOWAIT` submission from `queue_rq`; on `false` the caller queues the
@@ -225,6 +247,9 @@ impl LoopCmd {
             DioSubmit::Queued => true,
             DioSubmit::Again => {
                 dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+                if rq.op() == ReqOp::Write {
+                    Self::write_refused(dev);
+                }
                 false
             }
         }
@@ -402,8 +427,12 @@ impl LoopCmd {
             unsafe { crate::backing::kiocb_end_write(&mut st.iocb) };
             st.write_started = false;
         }
+        let is_write = rq.op() == ReqOp::Write;
         if st.nowait && self.ret.load(Ordering::Relaxed) == EAGAIN {
             dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+            if is_write {
+                Self::write_refused(dev);
+            }
             st.nowait = false;
             // Possibly in interrupt context (`ki_complete`): no sleeping.
             self.queue_to_worker(dev, rq, false);
@@ -411,6 +440,9 @@ impl LoopCmd {
         }
         if st.nowait {
             dev.stats.nowait_completions.fetch_add(1, Ordering::Relaxed);
+            if is_write {
+                dev.stats.write_eagain_streak.store(0, Ordering::Relaxed);
+            }
         }
         rq.complete();
     }
@@ -519,6 +551,20 @@ impl LoopCmd {
         };
         rq.end(status);
     }
+}
+
+/// NOWAIT writes refused in a row that start a window of [`WRITE_STEER_NS`] in which writes go
+/// straight to the worker (while it has writes queued). Allocating writes to a sparse file are
+/// refused one after another, and trying each first only costs; a burst of refusals that ends
+/// (every write in flight when the file's timestamps need their per-tick update) must not steer
+/// writes for longer than that.
+const WRITE_STEER_STREAK: u32 = 8;
+/// Length of a steering window.
+const WRITE_STEER_NS: i64 = 500_000;
+
+fn now_ns() -> i64 {
+    // SAFETY: `ktime_get` may be called from any context but NMI.
+    unsafe { bindings::ktime_get() }
 }
 
 /// `IOCB_NOWAIT` (`include/linux/fs.h`: `RWF_NOWAIT`), a typed macro bindgen does not export.

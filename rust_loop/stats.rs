@@ -17,7 +17,7 @@
 //! - `nr_hw_queues` (writable while the device is unbound): hardware queues and worker threads;
 //! - `hw_queue_requests`: requests started on each hardware queue.
 
-use core::sync::atomic::{AtomicU32, AtomicU64};
+use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
 
 /// The counters of one loop device (relaxed atomics: they are statistics).
 #[derive(Default)]
@@ -47,4 +47,8 @@ pub(crate) struct DevStats {
     /// Writes queued to the worker and not yet submitted by it (steers writes away from NOWAIT
     /// while the backing file is allocating).
     pub(crate) worker_writes_pending: AtomicU32,
+    /// NOWAIT writes refused with `-EAGAIN` in a row (reset by one that goes through).
+    pub(crate) write_eagain_streak: AtomicU32,
+    /// `ktime_get()` until which writes go straight to the worker (0: not steering).
+    pub(crate) write_steer_until: AtomicI64,
 }
