@@ -231,7 +231,11 @@ impl LoopCmd {
 
     /// Counts a NOWAIT write refused with `-EAGAIN`; enough in a row start a steering window.
     fn write_refused(dev: &LoopDevice) {
-        let streak = dev.stats.write_eagain_streak.fetch_add(1, Ordering::Relaxed) + 1;
+        let streak = dev
+            .stats
+            .write_eagain_streak
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
         if streak >= WRITE_STEER_STREAK {
             dev.stats.write_eagain_streak.store(0, Ordering::Relaxed);
             dev.stats
