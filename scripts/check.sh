@@ -31,7 +31,7 @@ rm -f "$scratch" && truncate -s "${SCRATCH_SIZE:-4G}" "$scratch"
 say "tests: running in the VM (filter: ${1:-all})"
 # Test variables reach the guest only through its command line.
 pass=()
-for v in TEST_DRIVER TEST_TIMEOUT FUZZ_ITERS FUZZ_SEED FUZZ_THREADS FUZZ_TIME; do
+for v in TEST_DRIVER TEST_TIMEOUT FUZZ_ITERS FUZZ_SEED FUZZ_PROCS FUZZ_THREADS FUZZ_TIME RELOAD_CYCLES; do
 	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
 done
 status=0
