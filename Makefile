@@ -18,6 +18,9 @@ KDIR_CMD = $(KDIR)
 endif
 export KDIR
 
+# The LLVM= the kernel tree was built with (empty: GCC; the debug flavour is built with clang-19).
+LLVM_CMD = $$(bash -c 'source scripts/common.sh; kernel_llvm "$$0"' "$$kdir")
+
 # -Dwarnings: the module build must stay free of warnings.
 MODFLAGS = KRUSTFLAGS=-Dwarnings
 
@@ -27,14 +30,14 @@ all: modules
 
 modules:
 	@kdir=$(KDIR_CMD) && bash -c 'source scripts/common.sh; check_kdir "$$0"' "$$kdir" && \
-	$(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM= $(MODFLAGS) modules
+	$(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM="$(LLVM_CMD)" $(MODFLAGS) modules
 
 clippy:
-	@kdir=$(KDIR_CMD) && $(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM= $(MODFLAGS) CLIPPY=1 modules
+	@kdir=$(KDIR_CMD) && $(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM="$(LLVM_CMD)" $(MODFLAGS) CLIPPY=1 modules
 
 clean:
 	@kdir=$$(bash -c 'source scripts/common.sh; kernel_dir' 2>/dev/null); \
-	if [ -f "$$kdir/Makefile" ]; then $(MAKE) -C "$$kdir" M="$(CURDIR)" clean; fi; \
+	if [ -f "$$kdir/Makefile" ]; then $(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM="$(LLVM_CMD)" clean; fi; \
 	rm -f *.o *.ko *.mod *.mod.c *.mod.o .*.cmd Module.symvers modules.order rust_loop/*.o
 
 setup:

@@ -18,7 +18,8 @@ make -s modules 2>&1 | tee "$log" >&2
 ! grep -qiE '^(warning|.*: warning)' "$log" || die "module build produced warnings (see above); the build must stay warning-free"
 [ -f rust_loop.ko ] || die "module build produced no rust_loop.ko"
 say "tests: building the test helper modules (tests/kmod)"
-make -s -C "$(bash scripts/kernel.sh)" M="$ROOT/tests/kmod" modules >&2 || die "building tests/kmod failed"
+kdir=$(bash scripts/kernel.sh)
+make -s -C "$kdir" M="$ROOT/tests/kmod" LLVM="$(kernel_llvm "$kdir")" modules >&2 || die "building tests/kmod failed"
 say "tests: building the 32-bit compat ioctl program (tests/compat)"
 gcc -m32 -static -O2 -Wall -o tests/compat/loop32 tests/compat/loop32.c ||
 	die "building tests/compat/loop32 failed (needs gcc-multilib: scripts/setup.sh installs it)"
@@ -31,9 +32,15 @@ rm -f results/tests/summary
 scratch=${SCRATCH_IMG:-$CACHE/scratch-$(printf %s "$ROOT" | sha256sum | cut -c1-8).img}
 rm -f "$scratch" && truncate -s "${SCRATCH_SIZE:-4G}" "$scratch"
 say "tests: running in the VM (filter: ${1:-all})"
+# Test variables reach the guest only through its command line.
+pass=()
+for v in TEST_DRIVER TEST_TIMEOUT FUZZ_ITERS FUZZ_SEED FUZZ_PROCS FUZZ_THREADS FUZZ_TIME RELOAD_CYCLES; do
+	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
+done
 status=0
 # 4 vCPUs: the multi-queue tests run 4 hardware queues (TCG runs them on however many host cores).
-VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda bash tests/run.sh || status=$?
+VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda "${pass[@]}" bash tests/run.sh ||
+	status=$?
 summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
 echo "$summary"
 exit "$status"

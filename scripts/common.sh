@@ -30,6 +30,25 @@ kernel_key() {
 	echo "$src_ver-$KERNEL-$frag_hash-rustc$rustc_ver"
 }
 
+# The LLVM= value a flavour's kernel is built with: empty (GCC) for "default"; "-19" (clang-19,
+# ld.lld-19, llvm-*-19) for "debug", since the kernel allows KASAN with Rust only under clang.
+flavour_llvm() {
+	case "$KERNEL" in
+	debug) echo -19 ;;
+	*) echo "" ;;
+	esac
+}
+
+# The LLVM= value to build modules against the kernel tree $1 with: what the tree was built with
+# (its .config says CONFIG_CC_IS_CLANG and the clang version), so that KDIR trees work too.
+kernel_llvm() {
+	local kdir=$1 v
+	if grep -q '^CONFIG_CC_IS_CLANG=y' "$kdir/.config" 2>/dev/null; then
+		v=$(sed -n 's/^CONFIG_CLANG_VERSION=\([0-9]*\)$/\1/p' "$kdir/.config")
+		if command -v "clang-$((v / 10000))" >/dev/null; then echo "-$((v / 10000))"; else echo 1; fi
+	fi
+}
+
 # Prints the kernel build directory to use: $KDIR if set, else the cached one.
 kernel_dir() {
 	if [ -n "${KDIR:-}" ]; then

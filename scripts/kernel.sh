@@ -6,6 +6,8 @@
 #   RUST_LOOP_CACHE        cache directory (default ~/.cache/rust-loop)
 #   KDIR                   use this built tree instead (checked, never rebuilt)
 #
+# "default" is built with GCC, "debug" with clang/LLVM 19 (see flavour_llvm in common.sh).
+#
 # The build lives in $CACHE/kernel/<linux-source version>-<flavour>-<fragment hash>-rustc<version>;
 # a finished build is marked by .rust-loop-built, and a cache hit rebuilds nothing.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -46,7 +48,12 @@ if [ ! -f "$src/.rust-loop-extracted" ]; then
 fi
 
 mkdir -p "$out"
-make_k() { make -C "$src" O="$out" LLVM= "$@"; }
+llvm=$(flavour_llvm)
+if [ -n "$llvm" ]; then
+	command -v "clang$llvm" >/dev/null && command -v "ld.lld$llvm" >/dev/null ||
+		die "flavour '$KERNEL' is built with LLVM=$llvm but clang$llvm/ld.lld$llvm are missing: run scripts/setup.sh"
+fi
+make_k() { make -C "$src" O="$out" LLVM="$llvm" "$@"; }
 
 say "kernel: checking the Rust toolchain (make rustavailable)"
 make_k -s rustavailable >&2 ||

@@ -14,6 +14,8 @@ APT_PKGS=(
 	# kernel build
 	bc bison flex libelf-dev libssl-dev cpio kmod rsync xz-utils make gcc python3
 	libclang-19-dev
+	# the debug kernel flavour is built with LLVM (KASAN + Rust needs clang)
+	clang-19 lld-19 llvm-19
 	# VM (qemu-system-x86 comes from bookworm-backports, below)
 	python3-venv
 	# guest userspace used by the tests and the benchmark

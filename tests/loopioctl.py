@@ -8,8 +8,8 @@ O_RDWR (O_RDONLY with --ro, plus O_EXCL with --excl); with --user the process dr
 uid/gid (and no supplementary groups) after opening it, before the ioctl.
 
 Commands (PATH is opened O_RDWR, O_RDONLY with --ro-file, plus O_DIRECT with --direct and
-O_APPEND with --append; it may also be "fd=N" for a raw descriptor number, "pipe" for the read end of a
-pipe, "socket" for a unix socket; a directory is opened O_RDONLY|O_DIRECTORY):
+O_APPEND with --append, or O_PATH alone with --o-path; it may also be "fd=N" for a raw
+descriptor number, "pipe" for the read end of a pipe, "socket" for a unix socket; a directory is opened O_RDONLY|O_DIRECTORY):
     set-fd PATH [FILE-OPTIONS]
     configure PATH [--offset N] [--sizelimit N] [--flags N] [--block-size N]
                    [--encrypt-type N] [--encrypt-key-size N] [--name S] [FILE-OPTIONS]
@@ -137,7 +137,7 @@ def parse_opts(args, spec):
 _keep = []  # objects (sockets, pipe ends) that must stay open until the ioctl
 
 
-def open_backing(spec, ro=False, direct=False, append=False):
+def open_backing(spec, ro=False, direct=False, append=False, opath=False):
     if spec.startswith("fd="):
         return int(spec[3:])
     if spec == "pipe":
@@ -148,6 +148,8 @@ def open_backing(spec, ro=False, direct=False, append=False):
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         _keep.extend((a, b))
         return a.fileno()
+    if opath:
+        return os.open(spec, os.O_PATH)
     if os.path.isdir(spec):
         return os.open(spec, os.O_RDONLY | os.O_DIRECTORY)
     flags = os.O_RDONLY if ro else os.O_RDWR
@@ -193,7 +195,7 @@ def print_status(v, fields):
 STATUS_OPTS = {"--zero": None, "--offset": parse_int, "--sizelimit": parse_int,
                "--flags": parse_int, "--name": str, "--encrypt-type": parse_int,
                "--encrypt-key-size": parse_int}
-FILE_OPTS = {"--ro-file": None, "--direct": None, "--append": None}
+FILE_OPTS = {"--ro-file": None, "--direct": None, "--append": None, "--o-path": None}
 
 
 def apply_status_opts(v, o):
@@ -211,7 +213,8 @@ def run(fd, cmd, args):
         pos, o = parse_opts(args, FILE_OPTS)
         if len(pos) != 1:
             raise Usage(cmd + " PATH")
-        bfd = open_backing(pos[0], "--ro-file" in o, "--direct" in o, "--append" in o)
+        bfd = open_backing(pos[0], "--ro-file" in o, "--direct" in o, "--append" in o,
+                           "--o-path" in o)
         ioctl(fd, CMD_NUMBERS[cmd], bfd)
     elif cmd == "configure":
         spec = dict(STATUS_OPTS)
@@ -220,7 +223,8 @@ def run(fd, cmd, args):
         pos, o = parse_opts(args, spec)
         if len(pos) != 1:
             raise Usage("configure PATH [options]")
-        bfd = open_backing(pos[0], "--ro-file" in o, "--direct" in o, "--append" in o)
+        bfd = open_backing(pos[0], "--ro-file" in o, "--direct" in o, "--append" in o,
+                           "--o-path" in o)
         v = zero_info64()
         apply_status_opts(v, o)
         data = CONFIG.pack(bfd, o.get("--block-size", 0), *INFO64.unpack(pack_info64(v)),

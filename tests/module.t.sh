@@ -13,5 +13,7 @@ t_module_unloads_and_reloads() {
 	[ ! -d /sys/module/rust_loop ] || fail "/sys/module/rust_loop still there after rmmod"
 	insmod "$KO" || fail "second insmod failed"
 	[ -d /sys/module/rust_loop ] || fail "/sys/module/rust_loop missing after reload"
-	rmmod rust_loop
+	# udev opens the new devices to probe them (slowly on the debug kernel): retry while it does.
+	udevadm settle 2>/dev/null || true
+	wait_for 10 rmmod rust_loop || fail "rmmod after reload: $(rmmod rust_loop 2>&1)"
 }
