@@ -171,11 +171,21 @@ impl Request {
         unsafe { bindings::blk_mq_start_request(self.as_raw()) }
     }
 
-    /// Hands the request to the `complete` callback (`blk_mq_complete_request`), possibly on
-    /// another CPU. The request must not be touched by the caller afterwards.
+    /// Hands the request to the `complete` callback. In task context with enough stack left
+    /// ([`COMPLETE_INLINE_MIN_STACK`]) the callback runs before this returns; otherwise
+    /// through `blk_mq_complete_request`, possibly later or on another CPU (which, for a
+    /// single hardware queue, is the BLOCK softirq: from task context a ksoftirqd wakeup per
+    /// request). The request must not be touched by the caller afterwards, and the caller must
+    /// hold no lock the callback takes.
     pub(crate) fn complete(&self) {
-        // SAFETY: By the type invariant the request is valid and owned by the driver.
-        unsafe { bindings::blk_mq_complete_request(self.as_raw()) }
+        // SAFETY: By the type invariant the request is valid and owned by the driver; the
+        // helper calls the queue's own `complete` callback or `blk_mq_complete_request`.
+        unsafe {
+            rust_loop_complete_request(
+                self.as_raw().cast(),
+                COMPLETE_INLINE_MIN_STACK as core::ffi::c_ulong,
+            )
+        }
     }
 
     /// Ends the request with `status`.
@@ -294,8 +304,13 @@ extern "C" {
     fn rust_loop_task_in_reclaim() -> bool;
     // `void *`: `struct request` contains zero-sized C members.
     fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
+    fn rust_loop_complete_request(rq: *mut core::ffi::c_void, min_stack: core::ffi::c_ulong);
     fn rust_loop_online_cpus() -> core::ffi::c_uint;
 }
+
+/// Kernel stack bytes that must be left for [`Request::complete`] to run the completion (the
+/// request's bios' `end_io` chain) on the current stack rather than from the BLOCK softirq.
+pub(crate) const COMPLETE_INLINE_MIN_STACK: usize = 4096;
 
 /// Number of online CPUs (the bound on hardware queues).
 pub(crate) fn online_cpus() -> u32 {

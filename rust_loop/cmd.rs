@@ -247,6 +247,10 @@ impl LoopCmd {
     /// Tries the `IOCB_NOWAIT` submission from `queue_rq`; on `false` the caller queues the
     /// command to the worker.
     pub(crate) fn try_nowait(&self, dev: &LoopDevice, io: &IoState, rq: &Request) -> bool {
+        // As on the worker: the backing file system's allocations must not recurse into I/O.
+        // `queue_rq` of a BLOCKING tag set runs inside the set's SRCU read section, which a
+        // queue freeze + quiesce waits for (lockdep: srcu -> fs_reclaim -> q_usage_counter).
+        let _noio = crate::blk::TaskFlags::set(bindings::PF_MEMALLOC_NOIO);
         match self.submit_dio(dev, io, rq, true) {
             DioSubmit::Queued => true,
             DioSubmit::Again => {

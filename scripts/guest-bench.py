@@ -229,10 +229,18 @@ class Loop:
         if os.path.isdir(f"/sys/module/{self.name}"):
             return
         unload_loop_drivers()
-        if self.name == "loop":
-            sh(["modprobe", "loop"])
+        cmd = ["modprobe", "loop"] if self.name == "loop" else ["insmod", KO]
+        # The other driver's unload can still hold block major 7 or the misc minor for a moment
+        # after rmmod returned (insmod: EBUSY): retry for a few seconds before giving up.
+        for attempt in range(30):
+            r = sh(cmd, check=False)
+            if r.returncode == 0:
+                break
+            time.sleep(0.2)
         else:
-            sh(["insmod", KO])
+            sh(cmd)
+        if attempt:
+            print(f"  note: {' '.join(cmd)} needed {attempt + 1} attempts", flush=True)
         for _ in range(50):
             if os.path.exists("/dev/loop-control"):
                 break

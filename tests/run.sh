@@ -8,6 +8,9 @@
 # gains a WARNING, BUG, Oops, KASAN, UBSAN, lockdep or hung-task report while it runs. The last
 # line printed is "N passed, N failed"; the exit status is non-zero when any test failed.
 # A test may ask for a longer time limit than TEST_TIMEOUT with a function timeout_<name>.
+# TEST_BUDGET=SECONDS (optional, for CI): no test starts once that much time has passed since
+# the runner started; the tests left out are listed as skipped (not counted as passed).
+# TEST_PRIORITY=REGEX (optional): the tests it matches run before the others.
 # On a kernel with kmemleak (KERNEL=debug) the run ends with one more test, kmemleak/scan: no
 # suspected leak of rust_loop's after every module is unloaded (see tests/kmemleak.py).
 set -uo pipefail
@@ -15,10 +18,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export ROOT
 FILTER=${1:-${TESTS:-.}}
 TEST_TIMEOUT=${TEST_TIMEOUT:-600}
+TEST_BUDGET=${TEST_BUDGET:-0}
+[[ "$TEST_BUDGET" =~ ^[0-9]+$ ]] || { echo "TEST_BUDGET must be a number of seconds"; exit 2; }
 RESULTS=${RESULTS:-$ROOT/results/tests}
 mkdir -p "$RESULTS"
 : >"$RESULTS/dmesg.log"
 : >"$RESULTS/tests.log"
+rm -f "$RESULTS/skipped"
 
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh must run as root (in the VM)"; exit 2; }
 [ -f "$ROOT/rust_loop.ko" ] || { echo "rust_loop.ko not built: run make"; exit 2; }
@@ -30,12 +36,29 @@ echo "kernel: $(cat /proc/version)"
 # Debug kernel: kmemleak suspects present before the first test are not the tests' doing.
 KMEMLEAK=0
 if python3 "$ROOT/tests/kmemleak.py" start | grep -q cleared; then KMEMLEAK=1; fi
-passed=0 failed=0 failed_names=()
-for file in "$ROOT"/tests/*.t.sh; do
+passed=0 failed=0 failed_names=() skipped_names=()
+run_start=$SECONDS
+# The tests to run, as "file name" lines; those matching TEST_PRIORITY (a regex, optional) first.
+selected=$(for file in "$ROOT"/tests/*.t.sh; do
 	names=$(bash -c 'source "$1"; declare -F' _ "$file" | awk '{print $3}' | grep '^t_' || true)
 	for name in $names; do
+		[[ "$(basename "$file" .t.sh)/$name" =~ $FILTER ]] && echo "$file $name"
+	done
+done)
+if [ -n "${TEST_PRIORITY:-}" ]; then
+	selected=$(echo "$selected" | while read -r file name; do
+		[[ "$(basename "$file" .t.sh)/$name" =~ $TEST_PRIORITY ]] && echo "0 $file $name" || echo "1 $file $name"
+	done | sort -s -k1,1 | cut -d' ' -f2-)
+fi
+while read -r file name; do
+	[ -n "$file" ] || continue
+	{
 		full="$(basename "$file" .t.sh)/$name"
-		[[ "$full" =~ $FILTER ]] || continue
+		if [ "$TEST_BUDGET" -gt 0 ] && [ $((SECONDS - run_start)) -ge "$TEST_BUDGET" ]; then
+			skipped_names+=("$full")
+			printf 'skip %-50s (time budget of %ss spent)\n' "$full" "$TEST_BUDGET"
+			continue
+		fi
 		# A test may ask for a longer time limit: a function timeout_<test name> printing seconds.
 		tmo=$(bash -c 'source "$ROOT/tests/lib.sh"; source "$1"
 			if declare -F "timeout_$2" >/dev/null; then "timeout_$2"; fi' _ "$file" "$name" 2>/dev/null)
@@ -76,8 +99,8 @@ timed out after ${tmo}s"
 				echo "$kmsg" | grep -E -A12 "$SPLAT" | head -40 | sed 's/^/     | /'
 			fi
 		fi
-	done
-done
+	} </dev/null
+done <<<"$selected"
 # Leave the machine clean for whatever runs next.
 # In a subshell (fail() exits) and with a deadline (a wedged device can block losetup -D for
 # ever): the summary below must always be printed.
@@ -103,6 +126,8 @@ if [ $KMEMLEAK = 1 ]; then
 	fi
 	echo "$out" | sed 's/^/     | /'
 fi
+[ ${#skipped_names[@]} = 0 ] ||
+	echo "${#skipped_names[@]} skipped (TEST_BUDGET=${TEST_BUDGET}s): ${skipped_names[*]}" | tee "$RESULTS/skipped"
 [ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
 echo "$passed passed, $failed failed" | tee "$RESULTS/summary"
 [ $failed = 0 ] && [ $passed -gt 0 ]
