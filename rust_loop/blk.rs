@@ -171,21 +171,30 @@ impl Request {
         unsafe { bindings::blk_mq_start_request(self.as_raw()) }
     }
 
-    /// Hands the request to the `complete` callback. In task context with enough stack left
-    /// ([`COMPLETE_INLINE_MIN_STACK`]) the callback runs before this returns; otherwise
-    /// through `blk_mq_complete_request`, possibly later or on another CPU (which, for a
-    /// single hardware queue, is the BLOCK softirq: from task context a ksoftirqd wakeup per
-    /// request). The request must not be touched by the caller afterwards, and the caller must
-    /// hold no lock the callback takes.
+    /// Hands the request to the `complete` callback through `blk_mq_complete_request`,
+    /// possibly later or on another CPU (for a single hardware queue: the BLOCK softirq, which
+    /// from task context means a ksoftirqd wakeup). The request must not be touched by the
+    /// caller afterwards.
     pub(crate) fn complete(&self) {
+        // SAFETY: By the type invariant the request is valid and owned by the driver.
+        unsafe { bindings::blk_mq_complete_request(self.as_raw()) }
+    }
+
+    /// Whether [`Request::complete_here`] may be called now: in task context, with at least
+    /// [`COMPLETE_HERE_MIN_STACK`] bytes of kernel stack left for the completion (the `end_io`
+    /// chain of the request's bios).
+    pub(crate) fn may_complete_here() -> bool {
+        // SAFETY: Reads the current context and stack position.
+        unsafe { rust_loop_may_complete_here(COMPLETE_HERE_MIN_STACK as core::ffi::c_ulong) }
+    }
+
+    /// Runs the `complete` callback before returning (`blk_mq_complete_request_direct`). Only
+    /// when [`Request::may_complete_here`] said so, and with no lock held that the callback
+    /// or the bios' `end_io` take. The request must not be touched by the caller afterwards.
+    pub(crate) fn complete_here(&self) {
         // SAFETY: By the type invariant the request is valid and owned by the driver; the
-        // helper calls the queue's own `complete` callback or `blk_mq_complete_request`.
-        unsafe {
-            rust_loop_complete_request(
-                self.as_raw().cast(),
-                COMPLETE_INLINE_MIN_STACK as core::ffi::c_ulong,
-            )
-        }
+        // callback is the queue's own.
+        unsafe { rust_loop_complete_request_direct(self.as_raw().cast()) }
     }
 
     /// Ends the request with `status`.
@@ -304,13 +313,16 @@ extern "C" {
     fn rust_loop_task_in_reclaim() -> bool;
     // `void *`: `struct request` contains zero-sized C members.
     fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
-    fn rust_loop_complete_request(rq: *mut core::ffi::c_void, min_stack: core::ffi::c_ulong);
+    fn rust_loop_may_complete_here(min_stack: core::ffi::c_ulong) -> bool;
+    // `void *`: `struct request` contains zero-sized C members.
+    fn rust_loop_complete_request_direct(rq: *mut core::ffi::c_void);
     fn rust_loop_online_cpus() -> core::ffi::c_uint;
 }
 
-/// Kernel stack bytes that must be left for [`Request::complete`] to run the completion (the
-/// request's bios' `end_io` chain) on the current stack rather than from the BLOCK softirq.
-pub(crate) const COMPLETE_INLINE_MIN_STACK: usize = 4096;
+/// Kernel stack bytes that must be left for [`Request::complete_here`] to run the completion
+/// (the request's bios' `end_io` chain) on the current stack rather than from the BLOCK
+/// softirq.
+pub(crate) const COMPLETE_HERE_MIN_STACK: usize = 4096;
 
 /// Number of online CPUs (the bound on hardware queues).
 pub(crate) fn online_cpus() -> u32 {

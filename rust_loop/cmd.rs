@@ -142,7 +142,7 @@ impl LoopCmd {
                     .fetch_sub(1, Ordering::Relaxed);
             }
             self.set_result(EIO);
-            rq.complete();
+            Self::finish(dev, rq);
             return;
         };
         let is_write = rq.op() == ReqOp::Write;
@@ -155,7 +155,7 @@ impl LoopCmd {
         } else {
             let ret = Self::execute(dev, io, rq);
             self.set_result(ret);
-            rq.complete();
+            Self::finish(dev, rq);
         }
         if is_write {
             // Pairs with `queue_to_worker`; `rq` may be gone, `is_write` was read before.
@@ -269,7 +269,7 @@ impl LoopCmd {
     pub(crate) fn queue_to_worker(&self, dev: &LoopDevice, rq: &Request, may_sleep: bool) {
         let Some(queue) = dev.hw_queue_of(rq) else {
             self.set_result(EIO);
-            rq.complete();
+            Self::finish(dev, rq);
             return;
         };
         if rq.op() == ReqOp::Write {
@@ -313,7 +313,7 @@ impl LoopCmd {
                 Err(_) if nowait => return DioSubmit::Again,
                 Err(_) => {
                     self.set_result(EIO);
-                    rq.complete();
+                    Self::finish(dev, rq);
                     return DioSubmit::Queued;
                 }
             };
@@ -343,7 +343,7 @@ impl LoopCmd {
                 Some(bio) => bio_iter(bio, dir),
                 None => {
                     self.set_result(EIO);
-                    rq.complete();
+                    Self::finish(dev, rq);
                     return DioSubmit::Queued;
                 }
             }
@@ -356,7 +356,7 @@ impl LoopCmd {
             None => {
                 st.bvecs = None;
                 self.set_result(EIO);
-                rq.complete();
+                Self::finish(dev, rq);
                 return DioSubmit::Queued;
             }
         };
@@ -452,7 +452,23 @@ impl LoopCmd {
                 dev.stats.write_eagain_streak.store(0, Ordering::Relaxed);
             }
         }
-        rq.complete();
+        Self::finish(dev, rq);
+    }
+
+    /// Hands a finished command's request to completion: on this stack when in task context
+    /// (the worker, `queue_rq`, a task-context `ki_complete`), else through
+    /// `blk_mq_complete_request`. The counters are updated first: once the request completes,
+    /// the device may go away (its last request is what a teardown waits for).
+    fn finish(dev: &LoopDevice, rq: &Request) {
+        if Request::may_complete_here() {
+            dev.stats.completions_here.fetch_add(1, Ordering::Relaxed);
+            rq.complete_here();
+        } else {
+            dev.stats
+                .completions_deferred
+                .fetch_add(1, Ordering::Relaxed);
+            rq.complete();
+        }
     }
 
     fn execute(dev: &LoopDevice, io: &IoState, rq: &Request) -> isize {

@@ -60,18 +60,20 @@ unsigned long rust_loop_stack_remaining(void)
 }
 
 /*
- * Completes @rq: in task context with at least @min_stack bytes of stack left, by calling the
- * driver's ->complete right here (blk_mq_complete_request_direct); otherwise (interrupt
- * context, deep stack) through blk_mq_complete_request. The latter sends the completion of a
- * single-hardware-queue device to the BLOCK softirq, which from task context means a wakeup
- * of ksoftirqd and a context switch for every request.
+ * Whether a request may be completed on the current stack (rust_loop_complete_request_direct):
+ * in task context with at least @min_stack bytes of stack left. Elsewhere (interrupt context)
+ * blk_mq_complete_request is the way; from task context it would send the completion of a
+ * single-hardware-queue device to the BLOCK softirq, i.e. wake ksoftirqd for every request.
  */
-void rust_loop_complete_request(struct request *rq, unsigned long min_stack)
+bool rust_loop_may_complete_here(unsigned long min_stack)
 {
-	if (in_task() && rust_loop_stack_remaining() >= min_stack)
-		blk_mq_complete_request_direct(rq, rq->q->mq_ops->complete);
-	else
-		blk_mq_complete_request(rq);
+	return in_task() && rust_loop_stack_remaining() >= min_stack;
+}
+
+/* blk_mq_complete_request_direct() with the queue's own ->complete. */
+void rust_loop_complete_request_direct(struct request *rq)
+{
+	blk_mq_complete_request_direct(rq, rq->q->mq_ops->complete);
 }
 
 /* Sets @flags in current->flags; returns the old flags for rust_loop_task_flags_restore(). */

@@ -19,7 +19,8 @@ bool rust_loop_task_plugged(void);
 bool rust_loop_task_in_reclaim(void);
 unsigned long rust_loop_statfs_bsize(struct file *file);
 unsigned int rust_loop_rq_hw_queue(struct request *rq);
-void rust_loop_complete_request(struct request *rq, unsigned long min_stack);
+bool rust_loop_may_complete_here(unsigned long min_stack);
+void rust_loop_complete_request_direct(struct request *rq);
 unsigned int rust_loop_online_cpus(void);
 void rust_loop_rq_cgroups(struct request *rq, struct cgroup_subsys_state **blkcg,
 			  struct cgroup_subsys_state **memcg);

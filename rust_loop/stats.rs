@@ -6,6 +6,9 @@
 //! - `nowait_eagain`: NOWAIT attempts refused with `-EAGAIN` (at once or at completion) and
 //!   handed to the worker;
 //! - `worker_submissions`: commands run by the device's worker thread;
+//! - `completions_here`, `completions_deferred`: requests completed on the stack that finished
+//!   them (task context: the worker, `queue_rq`, a backing file's task-context `ki_complete`)
+//!   and through `blk_mq_complete_request` (interrupt context, or too little stack left);
 //! - `read_bytes`, `write_bytes`: data transferred to and from the backing file;
 //! - `nowait_skip_journal`, `nowait_skip_stack`, `nowait_skip_rqqos`, `nowait_skip_cgroup`,
 //!   `nowait_skip_nested`, `nowait_skip_writes`:
@@ -28,6 +31,10 @@ pub(crate) struct DevStats {
     pub(crate) nowait_eagain: AtomicU64,
     /// Commands run by the worker.
     pub(crate) worker_submissions: AtomicU64,
+    /// Requests completed on the stack that finished them.
+    pub(crate) completions_here: AtomicU64,
+    /// Requests completed through `blk_mq_complete_request`.
+    pub(crate) completions_deferred: AtomicU64,
     /// Bytes read from the backing file.
     pub(crate) read_bytes: AtomicU64,
     /// Bytes written to the backing file.

@@ -85,6 +85,10 @@ static NOWAIT_EAGAIN: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_eagain", show_nowait_eagain);
 static WORKER_SUBMISSIONS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"worker_submissions", show_worker_submissions);
+static COMPLETIONS_HERE: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"completions_here", show_completions_here);
+static COMPLETIONS_DEFERRED: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"completions_deferred", show_completions_deferred);
 static READ_BYTES: KernelOwned<bindings::device_attribute> =
     ro_attr(c"read_bytes", show_read_bytes);
 static WRITE_BYTES: KernelOwned<bindings::device_attribute> =
@@ -109,10 +113,12 @@ static NR_HW_QUEUES: KernelOwned<bindings::device_attribute> =
 static HW_QUEUE_REQUESTS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"hw_queue_requests", show_hw_queue_requests);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 14]> = KernelOwned(UnsafeCell::new([
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 16]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
+    COMPLETIONS_HERE.get().cast(),
+    COMPLETIONS_DEFERRED.get().cast(),
     READ_BYTES.get().cast(),
     WRITE_BYTES.get().cast(),
     SKIP_JOURNAL.get().cast(),
@@ -285,6 +291,14 @@ show_value!(show_nowait_eagain, |lo| lo
 show_value!(show_worker_submissions, |lo| lo
     .stats
     .worker_submissions
+    .load(Ordering::Relaxed));
+show_value!(show_completions_here, |lo| lo
+    .stats
+    .completions_here
+    .load(Ordering::Relaxed));
+show_value!(show_completions_deferred, |lo| lo
+    .stats
+    .completions_deferred
     .load(Ordering::Relaxed));
 show_value!(show_read_bytes, |lo| lo
     .stats

@@ -113,6 +113,42 @@ t_dio_nowait_path_serves_reads() {
 	losetup -d "$dev"
 }
 
+# Completions from task context run on the completing stack, not through the BLOCK softirq
+# (which, from task context, wakes ksoftirqd for every request of a single-queue device).
+# Buffered mode: every request is completed by the worker thread, so all of them count as
+# completed here. Direct I/O on XFS on the virtio disk: reads complete from the disk's interrupt
+# (deferred), NOWAIT-refused or blocking ones partly in task context; every request is counted
+# exactly once either way, and the data is the file's.
+t_completion_context_counted() {
+	is_rust || return 0 # rust_loop's own counters
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 32M "$SCRATCH/img"
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=32 conv=notrunc status=none
+	local dev n here deferred started
+	dev=$(attach "$SCRATCH/img")
+	n=$(basename "$dev")
+	dd if="$dev" of=/dev/null bs=4k count=2048 iflag=direct status=none
+	here=$(stat_of "$dev" completions_here)
+	deferred=$(stat_of "$dev" completions_deferred)
+	started=$(cat /sys/block/"$n"/rust_loop/hw_queue_requests | tr ' ' '\n' | awk '{s += $1} END {print s}')
+	log "buffered: completions_here=$here completions_deferred=$deferred started=$started"
+	assert_eq "$deferred" 0 "buffered completions through blk_mq_complete_request"
+	[ "$here" -ge 2048 ] || fail "buffered: only $here of 2048+ requests completed here"
+	assert_eq "$here" "$started" "completions vs requests started"
+	losetup -d "$dev"
+	dev=$(dio_attach "$SCRATCH/img")
+	fio --name=rw --filename="$dev" --direct=1 --ioengine=libaio --iodepth=16 --rw=randrw \
+		--bs=4k --size=32M --io_size=16M --output=/dev/null
+	cmp <(dd if="$dev" bs=1M iflag=direct status=none) "$SCRATCH/img" || fail "dio data differs from the file"
+	here=$(stat_of "$dev" completions_here)
+	deferred=$(stat_of "$dev" completions_deferred)
+	started=$(cat /sys/block/"$(basename "$dev")"/rust_loop/hw_queue_requests | tr ' ' '\n' | awk '{s += $1} END {print s}')
+	log "dio: completions_here=$here completions_deferred=$deferred started=$started"
+	assert_eq "$((here + deferred))" "$started" "dio completions vs requests started"
+	losetup -d "$dev"
+}
+
 t_dio_guard_rqqos_goes_to_worker() {
 	load_rust_loop
 	scratch_fs xfs
