@@ -32,6 +32,7 @@ extern "C" {
     fn rust_loop_kiocb_start_write_trylock(iocb: *mut core::ffi::c_void) -> bool;
     fn rust_loop_kiocb_end_write(iocb: *mut core::ffi::c_void);
     fn rust_loop_statfs_bsize(file: *mut core::ffi::c_void) -> core::ffi::c_ulong;
+    fn rust_loop_file_needs_cmtime_update(file: *mut core::ffi::c_void) -> bool;
 }
 
 /// Drops freeze protection taken for an asynchronous write on `iocb`'s file.
@@ -233,6 +234,14 @@ impl BackingFile {
     /// Whether the file supports non-blocking I/O attempts (`FMODE_NOWAIT`).
     pub(crate) fn can_nowait(&self) -> bool {
         self.raw().f_mode & FMODE_NOWAIT != 0
+    }
+
+    /// Whether a write now would first have to update the file's mtime/ctime (the check
+    /// `file_update_time` makes). A prediction: the answer can change at any time.
+    pub(crate) fn needs_cmtime_update(&self) -> bool {
+        // SAFETY: The file is open for as long as `self` exists; the helper only reads its
+        // inode's timestamps and flags.
+        unsafe { rust_loop_file_needs_cmtime_update(self.as_raw().cast()) }
     }
 
     fn path(&self) -> *const bindings::path {

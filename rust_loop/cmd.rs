@@ -209,8 +209,15 @@ impl LoopCmd {
             // be added to that same plug while it is being flushed.
             return skipped(&dev.stats.nowait_skip_nested);
         }
-        if rq.op() == ReqOp::Write && io.file_is_reg && Self::steering_writes(dev) {
-            return skipped(&dev.stats.nowait_skip_writes);
+        if rq.op() == ReqOp::Write && io.file_is_reg {
+            if Self::steering_writes(dev) {
+                return skipped(&dev.stats.nowait_skip_writes);
+            }
+            // The first write after a timestamp tick updates mtime/ctime, which XFS (without
+            // lazytime) refuses under NOWAIT: hand it to the worker rather than try in vain.
+            if io.file.needs_cmtime_update() {
+                return skipped(&dev.stats.nowait_skip_cmtime);
+            }
         }
         true
     }

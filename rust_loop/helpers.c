@@ -14,6 +14,7 @@
 #include <linux/blkdev.h>
 #include <linux/cgroup.h>
 #include <linux/cpumask.h>
+#include <linux/iversion.h>
 #include <linux/kthread.h>
 #include <linux/memcontrol.h>
 #include <linux/miscdevice.h>
@@ -74,6 +75,28 @@ bool rust_loop_may_complete_here(unsigned long min_stack)
 void rust_loop_complete_request_direct(struct request *rq)
 {
 	blk_mq_complete_request_direct(rq, rq->q->mq_ops->complete);
+}
+
+/*
+ * Whether a write to @file now must first update its mtime/ctime: need_cmtime_update() and the
+ * NOCMTIME checks of file_update_time_flags() in fs/inode.c (static there). XFS without
+ * lazytime refuses such a write under IOCB_NOWAIT (the update needs a transaction).
+ */
+bool rust_loop_file_needs_cmtime_update(struct file *file)
+{
+	struct inode *inode = file_inode(file);
+	struct timespec64 now, ts;
+
+	if (IS_NOCMTIME(inode) || (file->f_mode & FMODE_NOCMTIME))
+		return false;
+	now = current_time(inode);
+	ts = inode_get_mtime(inode);
+	if (!timespec64_equal(&ts, &now))
+		return true;
+	ts = inode_get_ctime(inode);
+	if (!timespec64_equal(&ts, &now))
+		return true;
+	return IS_I_VERSION(inode) && inode_iversion_need_inc(inode);
 }
 
 /* Sets @flags in current->flags; returns the old flags for rust_loop_task_flags_restore(). */

@@ -107,13 +107,16 @@ static SKIP_NESTED: KernelOwned<bindings::device_attribute> =
 static SKIP_WRITES: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_writes", show_skip_writes);
 
+static SKIP_CMTIME: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_cmtime", show_skip_cmtime);
+
 static NR_HW_QUEUES: KernelOwned<bindings::device_attribute> =
     rw_attr(c"nr_hw_queues", show_nr_hw_queues, store_nr_hw_queues);
 
 static HW_QUEUE_REQUESTS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"hw_queue_requests", show_hw_queue_requests);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 16]> = KernelOwned(UnsafeCell::new([
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 17]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -127,6 +130,7 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 16]> = KernelOwned(Un
     SKIP_CGROUP.get().cast(),
     SKIP_NESTED.get().cast(),
     SKIP_WRITES.get().cast(),
+    SKIP_CMTIME.get().cast(),
     NR_HW_QUEUES.get().cast(),
     HW_QUEUE_REQUESTS.get().cast(),
     core::ptr::null_mut(),
@@ -327,6 +331,10 @@ show_value!(show_skip_cgroup, |lo| lo
 show_value!(show_skip_writes, |lo| lo
     .stats
     .nowait_skip_writes
+    .load(Ordering::Relaxed));
+show_value!(show_skip_cmtime, |lo| lo
+    .stats
+    .nowait_skip_cmtime
     .load(Ordering::Relaxed));
 show_value!(show_skip_nested, |lo| lo
     .stats

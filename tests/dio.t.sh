@@ -186,6 +186,33 @@ t_dio_guard_stack_margin_goes_to_worker() {
 	losetup -d "$dev"
 }
 
+t_dio_guard_cmtime_goes_to_worker() {
+	# The first write after a timestamp tick must update the file's mtime/ctime, which XFS
+	# (without lazytime) refuses under IOCB_NOWAIT: queue_rq hands it to the worker at once
+	# (nowait_skip_cmtime) instead of trying in vain (nowait_eagain), and the worker's write
+	# updates the timestamps and the data.
+	is_rust || return 0 # rust_loop's own counters
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 16M "$SCRATCH/img"
+	dd if=/dev/zero of="$SCRATCH/img" bs=1M count=16 conv=notrunc,fsync status=none
+	local dev skip eagain worker mtime
+	dev=$(dio_attach "$SCRATCH/img")
+	head -c 4096 /dev/urandom >"$T/blk"
+	sleep 0.2 # past the timestamp granularity (one tick)
+	skip=$(stat_of "$dev" nowait_skip_cmtime)
+	eagain=$(stat_of "$dev" nowait_eagain)
+	worker=$(stat_of "$dev" worker_submissions)
+	mtime=$(stat -c %Y.%y "$SCRATCH/img")
+	dd if="$T/blk" of="$dev" bs=4k seek=7 count=1 oflag=direct conv=notrunc status=none
+	assert_eq "$(stat_of "$dev" nowait_skip_cmtime)" "$((skip + 1))" "nowait_skip_cmtime after one write"
+	assert_eq "$(stat_of "$dev" nowait_eagain)" "$eagain" "nowait_eagain after one write"
+	[ "$(stat_of "$dev" worker_submissions)" -gt "$worker" ] || fail "the worker did not run the write"
+	[ "$(stat -c %Y.%y "$SCRATCH/img")" != "$mtime" ] || fail "backing file mtime unchanged by the write"
+	cmp <(dd if="$SCRATCH/img" bs=4k skip=7 count=1 status=none) "$T/blk" || fail "written block differs"
+	losetup -d "$dev"
+}
+
 t_dio_guard_journal_info_goes_to_worker() {
 	# A read submitted by a task inside a filesystem transaction (current->journal_info set,
 	# as ext4 holding a jbd2 handle) must go to the worker: tests/kmod/rl_journal_probe does
