@@ -6,14 +6,16 @@
 #   FUZZ_SEED     seed (default: random, printed)
 #   FUZZ_PROCS    fuzzing processes (default 2)
 #   FUZZ_THREADS  threads per process (default 4)
-#   FUZZ_TIME     time limit of the fuzzing in seconds (default 420; not reaching FUZZ_ITERS in
-#                 that time fails the test). The test's own time limit follows it.
+#   FUZZ_TIME     time limit of the fuzzing in seconds (default 420, times TEST_SLOWDOWN — 4 on
+#                 the debug kernel; not reaching FUZZ_ITERS in that time fails the test). The
+#                 test's own time limit follows it.
 
 FUZZ_DEVS=0,1,2,3,4,5
 FUZZ_VERIFY_DEV=7
 FUZZ_CTL_RANGE=16-23
 
-timeout_t_fuzz_ioctl() { echo $((${FUZZ_TIME:-420} + 300)); }
+fuzz_time() { echo "${FUZZ_TIME:-$((420 * ${TEST_SLOWDOWN:-1}))}"; }
+timeout_t_fuzz_ioctl() { echo $(($(fuzz_time) + 300)); }
 
 # Detaches and removes every loop device but the verify device, within a deadline each.
 fuzz_teardown() {
@@ -74,7 +76,7 @@ t_fuzz_ioctl() {
 	fio_verify_loop "$vdev" "$seed" &
 	FIO_LOOP_PID=$!
 	python3 -u "$ROOT/tests/fuzz_ioctl.py" --dir "$T/fuzz" --seed "$seed" --iters "$iters" \
-		--procs "${FUZZ_PROCS:-2}" --threads "${FUZZ_THREADS:-4}" --time "${FUZZ_TIME:-420}" --devs "$FUZZ_DEVS" \
+		--procs "${FUZZ_PROCS:-2}" --threads "${FUZZ_THREADS:-4}" --time "$(fuzz_time)" --devs "$FUZZ_DEVS" \
 		--avoid "$FUZZ_VERIFY_DEV" --ctl-range "$FUZZ_CTL_RANGE" >"$T/fuzz.log" 2>&1 || rc=$?
 	touch "$T/fuzz.stop"
 	cp "$T/fuzz.log" "$ROOT/results/tests/fuzz.log" 2>/dev/null || true
