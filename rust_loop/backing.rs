@@ -33,6 +33,7 @@ extern "C" {
     fn rust_loop_kiocb_end_write(iocb: *mut core::ffi::c_void);
     fn rust_loop_statfs_bsize(file: *mut core::ffi::c_void) -> core::ffi::c_ulong;
     fn rust_loop_file_needs_cmtime_update(file: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_file_sb_has_dio_wq(file: *mut core::ffi::c_void) -> bool;
 }
 
 /// Drops freeze protection taken for an asynchronous write on `iocb`'s file.
@@ -242,6 +243,15 @@ impl BackingFile {
         // SAFETY: The file is open for as long as `self` exists; the helper only reads its
         // inode's timestamps and flags.
         unsafe { rust_loop_file_needs_cmtime_update(self.as_raw().cast()) }
+    }
+
+    /// Whether the file's super block has its deferred direct-I/O completion workqueue, which
+    /// the first asynchronous direct I/O on it creates (taking `wq_pool_mutex` and allocating
+    /// with reclaim).
+    pub(crate) fn has_dio_completion_wq(&self) -> bool {
+        // SAFETY: The file is open for as long as `self` exists; its inode and super block
+        // live at least as long; the helper reads one pointer.
+        unsafe { rust_loop_file_sb_has_dio_wq(self.as_raw().cast()) }
     }
 
     fn path(&self) -> *const bindings::path {

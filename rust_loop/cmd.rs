@@ -219,6 +219,13 @@ impl LoopCmd {
                 return skipped(&dev.stats.nowait_skip_cmtime);
             }
         }
+        if io.file_is_reg && !io.file.has_dio_completion_wq() {
+            // The super block's first asynchronous direct I/O creates its completion
+            // workqueue (`wq_pool_mutex`, reclaim): not inside `queue_rq`'s SRCU read section,
+            // which a queue freeze + quiesce waits for (lockdep: srcu -> wq_pool_mutex ->
+            // fs_reclaim -> q_usage_counter). The worker's submission creates it.
+            return false;
+        }
         true
     }
 

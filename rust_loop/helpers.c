@@ -99,6 +99,17 @@ bool rust_loop_file_needs_cmtime_update(struct file *file)
 	return IS_I_VERSION(inode) && inode_iversion_need_inc(inode);
 }
 
+/*
+ * Whether the file system of @file has its deferred direct-I/O completion workqueue. The first
+ * asynchronous direct I/O on a super block creates it (sb_init_dio_done_wq: alloc_workqueue,
+ * which takes wq_pool_mutex and allocates with reclaim), so that I/O must not be submitted
+ * from queue_rq (inside the tag set's SRCU read section).
+ */
+bool rust_loop_file_sb_has_dio_wq(struct file *file)
+{
+	return READ_ONCE(file_inode(file)->i_sb->s_dio_done_wq) != NULL;
+}
+
 /* Sets @flags in current->flags; returns the old flags for rust_loop_task_flags_restore(). */
 unsigned int rust_loop_task_flags_set(unsigned int flags)
 {
