@@ -306,6 +306,7 @@ impl Iterator for BvecIter<'_> {
 extern "C" {
     // rust_loop/helpers.c: `task_struct` fields (see there why not through bindgen).
     fn rust_loop_in_fs_transaction() -> bool;
+    fn rust_loop_task_is_loop_worker() -> bool;
     fn rust_loop_stack_remaining() -> core::ffi::c_ulong;
     fn rust_loop_task_flags_set(flags: core::ffi::c_uint) -> core::ffi::c_uint;
     fn rust_loop_task_flags_restore(old: core::ffi::c_uint, flags: core::ffi::c_uint);
@@ -348,6 +349,14 @@ pub(crate) fn in_reclaim() -> bool {
 pub(crate) fn in_fs_transaction() -> bool {
     // SAFETY: Reads a field of the current task.
     unsafe { rust_loop_in_fs_transaction() }
+}
+
+/// Whether the current task is a loop device's worker (`PF_LOCAL_THROTTLE`, set by rust_loop's
+/// and loop.c's workers): its I/O to another loop device may come from inside the backing file
+/// system's transaction (XFS does not mark those in `journal_info`).
+pub(crate) fn submitter_is_loop_worker() -> bool {
+    // SAFETY: Reads the current task's flags.
+    unsafe { rust_loop_task_is_loop_worker() }
 }
 
 /// Bytes of kernel stack left below the current frame.

@@ -209,6 +209,12 @@ impl LoopCmd {
             // be added to that same plug while it is being flushed.
             return skipped(&dev.stats.nowait_skip_nested);
         }
+        if crate::blk::submitter_is_loop_worker() {
+            // Loop on a filesystem on this device, dispatched by the upper device's worker,
+            // possibly inside that filesystem's transaction (lockdep, debug kernel: an XFS
+            // fallocate transaction, then the backing XFS's atime update in our NOWAIT read).
+            return skipped(&dev.stats.nowait_skip_nested);
+        }
         if rq.op() == ReqOp::Write && io.file_is_reg {
             if Self::steering_writes(dev) {
                 return skipped(&dev.stats.nowait_skip_writes);

@@ -110,6 +110,12 @@ bool rust_loop_file_sb_has_dio_wq(struct file *file)
 	return READ_ONCE(file_inode(file)->i_sb->s_dio_done_wq) != NULL;
 }
 
+/* Whether the current task is a loop worker (rust_loop's or loop.c's set PF_LOCAL_THROTTLE). */
+bool rust_loop_task_is_loop_worker(void)
+{
+	return current->flags & PF_LOCAL_THROTTLE;
+}
+
 /* Sets @flags in current->flags; returns the old flags for rust_loop_task_flags_restore(). */
 unsigned int rust_loop_task_flags_set(unsigned int flags)
 {
