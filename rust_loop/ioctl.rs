@@ -14,10 +14,10 @@ use kernel::{bindings, prelude::*};
 /// Copies a `T` from user memory at `arg`.
 fn read_user<T: Copy>(arg: usize) -> Result<T> {
     let mut v = MaybeUninit::<T>::uninit();
-    // SAFETY: `v` is a writable kernel buffer of `size_of::<T>()` bytes; `copy_from_user`
+    let (dst, src) = (v.as_mut_ptr().cast(), arg as *const _);
+    // SAFETY: `dst` is a writable kernel buffer of `size_of::<T>()` bytes; `copy_from_user`
     // validates the user pointer and returns the number of bytes it could not copy.
-    let left =
-        unsafe { bindings::copy_from_user(v.as_mut_ptr().cast(), arg as *const _, size_of::<T>()) };
+    let left = unsafe { bindings::copy_from_user(dst, src, size_of::<T>()) };
     if left != 0 {
         return Err(EFAULT);
     }

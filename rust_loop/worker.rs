@@ -48,11 +48,11 @@ impl KthreadWorker {
     /// its hardware queues), but it must not be queued anywhere else at the same time.
     pub(crate) fn queue(&self, work: &KthreadWork) -> bool {
         let raw = work.0.get();
-        // SAFETY: The item is not queued (see above), so no worker lock covers it. A finished
-        // item keeps pointing at the worker that ran it, which `kthread_queue_work` insists be
-        // this one, and which may have been destroyed since: forget it. Only the queueing,
-        // flush and cancel functions read the field, and this item is never flushed or
-        // cancelled while queued elsewhere.
+        // A finished item keeps pointing at the worker that ran it, which `kthread_queue_work`
+        // insists be this one, and which may have been destroyed since: forget it. Only the
+        // queueing, flush and cancel functions read the field, and this item is never flushed
+        // or cancelled while queued elsewhere.
+        // SAFETY: The item is not queued (see above), so no worker lock covers the field.
         unsafe { (*raw).worker = core::ptr::null_mut() };
         // SAFETY: The worker is running (type invariant); `work` was initialised.
         unsafe { bindings::kthread_queue_work(self.ptr.as_ptr(), raw) }
