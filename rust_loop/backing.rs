@@ -33,6 +33,7 @@ extern "C" {
     fn rust_loop_kiocb_end_write(iocb: *mut core::ffi::c_void);
     fn rust_loop_statfs_bsize(file: *mut core::ffi::c_void) -> core::ffi::c_ulong;
     fn rust_loop_file_needs_cmtime_update(file: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_file_needs_atime_update(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_sb_has_dio_wq(file: *mut core::ffi::c_void) -> bool;
 }
 
@@ -243,6 +244,14 @@ impl BackingFile {
         // SAFETY: The file is open for as long as `self` exists; the helper only reads its
         // inode's timestamps and flags.
         unsafe { rust_loop_file_needs_cmtime_update(self.as_raw().cast()) }
+    }
+
+    /// Whether a read now would first update the file's atime (the check `file_accessed`
+    /// makes, erring towards yes). A prediction: the answer can change at any time.
+    pub(crate) fn needs_atime_update(&self) -> bool {
+        // SAFETY: The file is open for as long as `self` exists; the helper only reads its
+        // flags, its mount's flags and its inode's timestamps and flags.
+        unsafe { rust_loop_file_needs_atime_update(self.as_raw().cast()) }
     }
 
     /// Whether the file's super block has its deferred direct-I/O completion workqueue, which

@@ -225,6 +225,12 @@ impl LoopCmd {
                 return skipped(&dev.stats.nowait_skip_cmtime);
             }
         }
+        if rq.op() == ReqOp::Read && io.file_is_reg && io.file.needs_atime_update() {
+            // `touch_atime` ignores NOWAIT: on XFS the update is a transaction, which must not
+            // start in a submitter that may be inside its own (a user task holding an XFS
+            // transaction on a filesystem on this device reads metadata through `queue_rq`).
+            return skipped(&dev.stats.nowait_skip_atime);
+        }
         if io.file_is_reg && !io.file.has_dio_completion_wq() {
             // The super block's first asynchronous direct I/O creates its completion
             // workqueue (`wq_pool_mutex`, reclaim): not inside `queue_rq`'s SRCU read section,

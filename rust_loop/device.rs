@@ -63,6 +63,9 @@ pub(crate) enum State {
     Rundown = 2,
     /// Being removed through `LOOP_CTL_REMOVE`.
     Deleting = 3,
+    /// Unbound, its hardware queues being changed (`rust_loop/nr_hw_queues`): not bindable or
+    /// removable (`EBUSY`) until that is done.
+    Resizing = 4,
 }
 
 impl State {
@@ -71,6 +74,7 @@ impl State {
             1 => State::Bound,
             2 => State::Rundown,
             3 => State::Deleting,
+            4 => State::Resizing,
             _ => State::Unbound,
         }
     }
@@ -234,6 +238,8 @@ pub(crate) struct LoopDevice {
     pub(crate) visible: AtomicBool,
     /// Whether the `loop/` sysfs group exists.
     sysfs_on: AtomicBool,
+    /// Whether the `rust_loop/` counters group exists.
+    stats_on: AtomicBool,
 }
 
 // SAFETY: `IoCell` is only accessed under its invariant; every other field is thread-safe.
@@ -351,6 +357,7 @@ impl LoopDevice {
                 discard_on: AtomicBool::new(true),
                 visible: AtomicBool::new(false),
                 sysfs_on: AtomicBool::new(false),
+                stats_on: AtomicBool::new(false),
             }),
             GFP_KERNEL,
         )?;
@@ -368,7 +375,10 @@ impl LoopDevice {
     pub(crate) fn add_disk(self: &Arc<Self>) -> Result {
         self.disk.add(self.clone())?;
         // The counters are informational: a device without them still works.
-        let _ = sysfs::add_stats(self.disk.kobj());
+        self.stats_on.store(
+            sysfs::add_stats(self.disk.kobj()).is_ok(),
+            Ordering::Relaxed,
+        );
         Ok(())
     }
 
@@ -409,22 +419,30 @@ impl LoopDevice {
         if count == 0 || count > crate::blk::online_cpus() {
             return Err(EINVAL);
         }
-        let cfg = self.cfg.lock();
-        if self.state() != State::Unbound {
-            return Err(EBUSY);
-        }
-        if count == self.nr_hw_queues() {
-            return Ok(());
-        }
-        let new = HwQueues::start(self.number, count)?;
         let old = {
+            let cfg = self.cfg.lock();
+            if self.state() != State::Unbound {
+                return Err(EBUSY);
+            }
+            if count == self.nr_hw_queues() {
+                return Ok(());
+            }
+            let new = HwQueues::start(self.number, count)?;
+            self.set_state(State::Resizing);
             let frozen = self.queue().freeze();
             self.hw_queues.replace(&cfg, &frozen, new)
         };
         // The old workers are idle (the queue was drained); dropping them stops their threads.
         drop(old);
+        // Not under the device mutex: `blk_mq_update_nr_hw_queues` takes the tag set's
+        // `update_nr_hwq_lock`, which `del_gendisk` holds while it takes `open_mutex`, under
+        // which `open` takes the device mutex. `Resizing` keeps binding and removal out.
         let got = self.disk.set_nr_hw_queues(count);
         self.nr_hw_queues.store(got, Ordering::Relaxed);
+        {
+            let _cfg = self.cfg.lock();
+            self.set_state(State::Unbound);
+        }
         if got == count {
             Ok(())
         } else {
@@ -1033,7 +1051,16 @@ impl LoopDevice {
     }
 
     /// Deletes the disk; the device is freed when its last reference goes.
+    ///
+    /// The counters group goes first, outside `del_gendisk`: that holds the tag set's
+    /// `update_nr_hwq_lock` while it removes the disk's sysfs files (waiting for their running
+    /// `show`/`store` calls), and the `nr_hw_queues` store takes that lock itself
+    /// (`blk_mq_update_nr_hw_queues`), so removing the group under it could deadlock against a
+    /// concurrent store (lockdep: kn->active -> lo_mutex -> update_nr_hwq_lock -> kn->active).
     pub(crate) fn remove(&self) {
+        if self.stats_on.swap(false, Ordering::Relaxed) {
+            sysfs::remove_stats(self.disk.kobj());
+        }
         self.disk.remove();
     }
 }

@@ -100,6 +100,40 @@ bool rust_loop_file_needs_cmtime_update(struct file *file)
 }
 
 /*
+ * Whether a read of @file now would first update its atime: file_accessed() and
+ * atime_needs_update() with relatime_need_update() in fs/inode.c (not exported). touch_atime()
+ * ignores IOCB_NOWAIT: on XFS it starts a transaction (sb_internal, log space) in the reader's
+ * context. Errs towards "yes" (the idmapped-mount exception is left out), which only sends a
+ * read to the worker.
+ */
+bool rust_loop_file_needs_atime_update(struct file *file)
+{
+	struct inode *inode = file_inode(file);
+	struct vfsmount *mnt = file->f_path.mnt;
+	struct timespec64 now, atime, ts;
+
+	if (file->f_flags & O_NOATIME)
+		return false;
+	if ((inode->i_flags & S_NOATIME) || IS_NOATIME(inode))
+		return false;
+	if (mnt->mnt_flags & MNT_NOATIME)
+		return false;
+	now = current_time(inode);
+	atime = inode_get_atime(inode);
+	if (timespec64_equal(&atime, &now))
+		return false;
+	if (!(mnt->mnt_flags & MNT_RELATIME))
+		return true;
+	ts = inode_get_mtime(inode);
+	if (timespec64_compare(&ts, &atime) >= 0)
+		return true;
+	ts = inode_get_ctime(inode);
+	if (timespec64_compare(&ts, &atime) >= 0)
+		return true;
+	return (long)(now.tv_sec - atime.tv_sec) >= 24 * 60 * 60;
+}
+
+/*
  * Whether the file system of @file has its deferred direct-I/O completion workqueue. The first
  * asynchronous direct I/O on a super block creates it (sb_init_dio_done_wq: alloc_workqueue,
  * which takes wq_pool_mutex and allocates with reclaim), so that I/O must not be submitted

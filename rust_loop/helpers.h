@@ -20,6 +20,7 @@ bool rust_loop_task_plugged(void);
 bool rust_loop_task_in_reclaim(void);
 unsigned long rust_loop_statfs_bsize(struct file *file);
 bool rust_loop_file_needs_cmtime_update(struct file *file);
+bool rust_loop_file_needs_atime_update(struct file *file);
 bool rust_loop_file_sb_has_dio_wq(struct file *file);
 unsigned int rust_loop_rq_hw_queue(struct request *rq);
 bool rust_loop_may_complete_here(unsigned long min_stack);

@@ -11,12 +11,13 @@
 //!   and through `blk_mq_complete_request` (interrupt context, or too little stack left);
 //! - `read_bytes`, `write_bytes`: data transferred to and from the backing file;
 //! - `nowait_skip_journal`, `nowait_skip_stack`, `nowait_skip_rqqos`, `nowait_skip_cgroup`,
-//!   `nowait_skip_nested`, `nowait_skip_writes`, `nowait_skip_cmtime`:
+//!   `nowait_skip_nested`, `nowait_skip_writes`, `nowait_skip_cmtime`, `nowait_skip_atime`:
 //!   direct-I/O reads and writes that `queue_rq` did not try with `IOCB_NOWAIT` because the
 //!   submitter was inside a filesystem transaction, too little kernel stack remained, rq-qos
 //!   policies were attached to the queue, the submitter was not in the issuer's blkcg, the
 //!   request came from a plug flush on a loop device stacked on loop, or blocking writes were
-//!   queued in the worker, or a write would first have to update the file's timestamps;
+//!   queued in the worker, or a write would first have to update the file's timestamps, or a
+//!   read its atime;
 //! - `nr_hw_queues` (writable while the device is unbound): hardware queues and worker threads;
 //! - `hw_queue_requests`: requests started on each hardware queue.
 
@@ -53,6 +54,8 @@ pub(crate) struct DevStats {
     pub(crate) nowait_skip_writes: AtomicU64,
     /// NOWAIT skipped: a write that would first have to update the file's mtime/ctime.
     pub(crate) nowait_skip_cmtime: AtomicU64,
+    /// NOWAIT skipped: a read that would first update the file's atime.
+    pub(crate) nowait_skip_atime: AtomicU64,
     /// Writes queued to the worker and not yet submitted by it (steers writes away from NOWAIT
     /// while the backing file is allocating).
     pub(crate) worker_writes_pending: AtomicU32,

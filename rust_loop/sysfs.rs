@@ -109,6 +109,8 @@ static SKIP_WRITES: KernelOwned<bindings::device_attribute> =
 
 static SKIP_CMTIME: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_cmtime", show_skip_cmtime);
+static SKIP_ATIME: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_atime", show_skip_atime);
 
 static NR_HW_QUEUES: KernelOwned<bindings::device_attribute> =
     rw_attr(c"nr_hw_queues", show_nr_hw_queues, store_nr_hw_queues);
@@ -116,7 +118,7 @@ static NR_HW_QUEUES: KernelOwned<bindings::device_attribute> =
 static HW_QUEUE_REQUESTS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"hw_queue_requests", show_hw_queue_requests);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 17]> = KernelOwned(UnsafeCell::new([
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 18]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -131,6 +133,7 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 17]> = KernelOwned(Un
     SKIP_NESTED.get().cast(),
     SKIP_WRITES.get().cast(),
     SKIP_CMTIME.get().cast(),
+    SKIP_ATIME.get().cast(),
     NR_HW_QUEUES.get().cast(),
     HW_QUEUE_REQUESTS.get().cast(),
     core::ptr::null_mut(),
@@ -144,10 +147,16 @@ static STATS_GROUP: KernelOwned<bindings::attribute_group> = KernelOwned(UnsafeC
     g
 }));
 
-/// Creates the `rust_loop/` counters group under the disk's kobject (removed with the disk).
+/// Creates the `rust_loop/` counters group under the disk's kobject.
 pub(crate) fn add_stats(kobj: *mut bindings::kobject) -> Result {
     // SAFETY: `kobj` is the disk's live kobject; the group is static.
     kernel::error::to_result(unsafe { bindings::sysfs_create_group(kobj, STATS_GROUP.get()) })
+}
+
+/// Removes the `rust_loop/` counters group (waits for running `show`/`store` calls).
+pub(crate) fn remove_stats(kobj: *mut bindings::kobject) {
+    // SAFETY: The group was created on `kobj` by `add_stats`.
+    unsafe { bindings::sysfs_remove_group(kobj, STATS_GROUP.get()) }
 }
 
 /// Creates the `loop/` group under the disk's kobject.
@@ -335,6 +344,10 @@ show_value!(show_skip_writes, |lo| lo
 show_value!(show_skip_cmtime, |lo| lo
     .stats
     .nowait_skip_cmtime
+    .load(Ordering::Relaxed));
+show_value!(show_skip_atime, |lo| lo
+    .stats
+    .nowait_skip_atime
     .load(Ordering::Relaxed));
 show_value!(show_skip_nested, |lo| lo
     .stats

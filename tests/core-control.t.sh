@@ -110,7 +110,8 @@ t_ctl_get_free() {
 	lioctl /dev/loop0 set-fd "$T/img"
 	lioctl /dev/loop1 set-fd "$T/img"
 	assert_eq "$(lioctl $CTL ctl-get-free)" 2 "GET_FREE with loop0, loop1 bound"
-	lioctl $CTL ctl-remove 2 >/dev/null
+	udevadm settle # udev may still be probing the devices (an open device refuses removal)
+	assert_eq "$(lioctl $CTL ctl-remove 2)" 0 "LOOP_CTL_REMOVE 2"
 	assert_eq "$(lioctl $CTL ctl-get-free)" 3 "GET_FREE after removing loop2"
 	local i
 	for i in 3 4 5 6 7; do lioctl /dev/loop$i set-fd "$T/img"; done

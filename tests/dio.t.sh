@@ -213,6 +213,36 @@ t_dio_guard_cmtime_goes_to_worker() {
 	losetup -d "$dev"
 }
 
+t_dio_guard_atime_goes_to_worker() {
+	# A read that must first update the backing file's atime (relatime: mtime newer than
+	# atime) would start an XFS transaction in queue_rq's caller (touch_atime ignores NOWAIT):
+	# queue_rq hands it to the worker (nowait_skip_atime), which updates the atime; the next
+	# read needs no update and takes the NOWAIT path.
+	is_rust || return 0 # rust_loop's own counters
+	load_rust_loop
+	scratch_fs xfs
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=16 conv=fsync status=none
+	local dev skip worker nowait atime
+	dev=$(dio_attach "$SCRATCH/img")
+	udevadm settle
+	sleep 0.2 # past the timestamp granularity (one tick)
+	touch -m "$SCRATCH/img" # mtime now newer than atime
+	sleep 0.1 # the atime the read writes is a tick later than that mtime
+	atime=$(stat -c %X.%x "$SCRATCH/img")
+	skip=$(stat_of "$dev" nowait_skip_atime)
+	worker=$(stat_of "$dev" worker_submissions)
+	dd if="$dev" of="$T/blk1" bs=4k skip=9 count=1 iflag=direct status=none
+	assert_eq "$(stat_of "$dev" nowait_skip_atime)" "$((skip + 1))" "nowait_skip_atime after one read"
+	[ "$(stat_of "$dev" worker_submissions)" -gt "$worker" ] || fail "the worker did not run the read"
+	[ "$(stat -c %X.%x "$SCRATCH/img")" != "$atime" ] || fail "backing file atime unchanged by the read"
+	cmp "$T/blk1" <(dd if="$SCRATCH/img" bs=4k skip=9 count=1 status=none) || fail "read block differs"
+	nowait=$(stat_of "$dev" nowait_completions)
+	dd if="$dev" of=/dev/null bs=4k skip=10 count=1 iflag=direct status=none
+	assert_eq "$(stat_of "$dev" nowait_skip_atime)" "$((skip + 1))" "nowait_skip_atime after a second read"
+	[ "$(stat_of "$dev" nowait_completions)" -gt "$nowait" ] || fail "the second read did not use NOWAIT"
+	losetup -d "$dev"
+}
+
 t_dio_guard_journal_info_goes_to_worker() {
 	# A read submitted by a task inside a filesystem transaction (current->journal_info set,
 	# as ext4 holding a jbd2 handle) must go to the worker: tests/kmod/rl_journal_probe does
