@@ -60,6 +60,33 @@ t_mq_sysfs_knob_on_unbound_device() {
 	cmp -n 1M "$dev" "$T/img" || fail "data differs after going back to 1 queue"
 }
 
+# Changing the hardware queues races binding, I/O, detaching, removal and re-adding of the same
+# device (tests/mq_resize_race.py): every operation either succeeds or gets the errno of a busy or
+# missing device, data written through each binding reads back, and afterwards the queues,
+# workers and the knob agree and the device still works.
+t_mq_sysfs_knob_races_bind_and_remove() {
+	is_rust || return 0 # rust_loop's own knob
+	load_rust_loop max_loop=1
+	mkimg "$T/img" 8M
+	python3 "$ROOT/tests/mq_resize_race.py" 0 "$T/img" 20 >"$T/race.out" ||
+		fail "race: $(cat "$T/race.out")"
+	log "$(cat "$T/race.out")"
+	udevadm settle
+	[ -e /sys/block/loop0 ] || lioctl $CTL ctl-add 0 >/dev/null
+	udevadm settle
+	local q=/sys/block/loop0/rust_loop/nr_hw_queues n
+	n=$(cat "$q")
+	assert_eq "$(hctx_count /dev/loop0)" "$n" "hardware queues after the race"
+	assert_eq "$(worker_threads 0 | wc -w)" "$n" "worker threads after the race"
+	echo 2 >"$q" || fail "setting 2 queues after the race failed"
+	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "worker threads after writing 2"
+	fillimg "$T/img" 8
+	local dev
+	dev=$(attach "$T/img")
+	cmp "$dev" "$T/img" || fail "data differs after the race"
+	detach "$dev"
+}
+
 # fio_verify_jobs DEV JOBS: 12 jobs of mixed random reads/writes with crc32c verify, each on its
 # own slice of the device.
 fio_verify_jobs() {
