@@ -173,13 +173,16 @@ fn remove_device(index: i32) -> Result<u32> {
         dev.visible.store(true, Ordering::Release);
         return Err(e);
     }
+    // The number stays taken (the device in the table, hidden) until the disk is deleted, as
+    // loop.c keeps it in its idr: a `LOOP_CTL_ADD`/`GET_FREE` picking it earlier would register
+    // a second `loopN` in sysfs while the old one is still there (`EEXIST`, found by the fuzzer).
+    dev.remove();
     {
         let mut devices = DEVICES.lock();
         if let Some(pos) = devices.iter().position(|d| Arc::ptr_eq(d, &dev)) {
             drop(devices.remove(pos));
         }
     }
-    dev.remove();
     Ok(0)
 }
 
