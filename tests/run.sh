@@ -5,7 +5,7 @@
 #
 # A test is a shell function named t_* in a tests/*.t.sh file. Each runs in its own bash with
 # `set -euo pipefail` and a time limit; it fails when it exits non-zero or when the kernel log
-# gains a WARNING, BUG, Oops, KASAN, UBSAN, lockdep or hung-task report while it runs. The last
+# gains a WARNING, BUG, Oops, KASAN, UBSAN, lockdep, hung-task or duplicate-sysfs-name report while it runs. The last
 # line printed is "N passed, N failed"; the exit status is non-zero when any test failed.
 # A test may ask for a longer time limit than TEST_TIMEOUT with a function timeout_<name>.
 # TEST_BUDGET=SECONDS (optional, for CI): no test starts once that much time has passed since
@@ -29,7 +29,7 @@ rm -f "$RESULTS/skipped"
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh must run as root (in the VM)"; exit 2; }
 [ -f "$ROOT/rust_loop.ko" ] || { echo "rust_loop.ko not built: run make"; exit 2; }
 
-SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|INFO: task .* blocked|hung_task|Kernel panic|stack-protector|kmemleak|cut here'
+SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|INFO: task .* blocked|hung_task|Kernel panic|stack-protector|kmemleak|cut here|cannot create duplicate filename'
 
 uname -r
 echo "kernel: $(cat /proc/version)"
