@@ -5,8 +5,9 @@
 #
 # A test is a shell function named t_* in a tests/*.t.sh file. Each runs in its own bash with
 # `set -euo pipefail` and a time limit; it fails when it exits non-zero or when the kernel log
-# gains a WARNING, BUG, Oops, KASAN, UBSAN, lockdep, hung-task or duplicate-sysfs-name report while it runs. The last
-# line printed is "N passed, N failed"; the exit status is non-zero when any test failed.
+# gains a WARNING, BUG, Oops, KASAN, UBSAN, lockdep, hung-task or duplicate-sysfs-name report
+# while it runs. The last line printed is "N passed, N failed"; the exit status is non-zero when
+# any test failed.
 # A test may ask for a longer time limit than TEST_TIMEOUT with a function timeout_<name>.
 # TEST_BUDGET=SECONDS (optional, for CI): no test starts once that much time has passed since
 # the runner started; the tests left out are listed as skipped (not counted as passed).
