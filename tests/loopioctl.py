@@ -172,6 +172,13 @@ def zero_info64():
                 encrypt_key=b"", init0=0, init1=0)
 
 
+def configure(fd, bfd, block_size=0, info=None):
+    """LOOP_CONFIGURE of loop device fd with backing fd bfd (info: a loop_info64 dict)."""
+    data = CONFIG.pack(bfd, block_size, *INFO64.unpack(pack_info64(info or zero_info64())),
+                       *([0] * 8))
+    ioctl(fd, LOOP_CONFIGURE, ctypes.create_string_buffer(data, CONFIG.size))
+
+
 def get_status64(fd):
     buf = ctypes.create_string_buffer(INFO64.size)
     ioctl(fd, LOOP_GET_STATUS64, buf)
@@ -227,10 +234,7 @@ def run(fd, cmd, args):
                            "--o-path" in o)
         v = zero_info64()
         apply_status_opts(v, o)
-        data = CONFIG.pack(bfd, o.get("--block-size", 0), *INFO64.unpack(pack_info64(v)),
-                           *([0] * 8))
-        buf = ctypes.create_string_buffer(data, CONFIG.size)
-        ioctl(fd, LOOP_CONFIGURE, buf)
+        configure(fd, bfd, o.get("--block-size", 0), v)
     elif cmd == "clr-fd":
         ioctl(fd, LOOP_CLR_FD, 0)
     elif cmd == "get-status64":

@@ -96,9 +96,7 @@ def main():
         wait_path(dev, True)
         fd = os.open(dev, os.O_RDWR | os.O_DIRECT)
         bfd = os.open(path, os.O_RDWR)
-        cfg = L.CONFIG.pack(bfd, 512 << (i % 4), *L.INFO64.unpack(L.pack_info64(L.zero_info64())),
-                            *([0] * 8))
-        L.ioctl(fd, L.LOOP_CONFIGURE, ctypes.create_string_buffer(cfg, L.CONFIG.size))
+        L.configure(fd, bfd, 512 << (i % 4))
         os.close(bfd)
         off = (i % 16) * 65536
         if os.pwritev(fd, [buf], off) != 65536:

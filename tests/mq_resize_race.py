@@ -13,7 +13,6 @@ For SECONDS, three threads race on loop<INDEX>:
 Any other errno, or data that reads back differently, fails (exit 1). Prints how many of each
 operation succeeded; each must have succeeded at least once.
 """
-import ctypes
 import errno
 import mmap
 import os
@@ -79,10 +78,8 @@ def bind(index, backing, stop):
             continue
         try:
             bfd = os.open(backing, os.O_RDWR)
-            cfg = L.CONFIG.pack(bfd, 512, *L.INFO64.unpack(L.pack_info64(L.zero_info64())),
-                                *([0] * 8))
             try:
-                L.ioctl(fd, L.LOOP_CONFIGURE, ctypes.create_string_buffer(cfg, L.CONFIG.size))
+                L.configure(fd, bfd, 512)
             except OSError as e:
                 if e.errno not in (errno.EBUSY, errno.ENXIO):
                     fail("LOOP_CONFIGURE: %s" % errno.errorcode.get(e.errno, e.errno))
@@ -105,6 +102,8 @@ def bind(index, backing, stop):
             fail("bound device I/O: %s" % errno.errorcode.get(e.errno, e.errno))
         finally:
             os.close(fd)
+        # A closed, unbound moment for the control thread's LOOP_CTL_REMOVE to hit.
+        time.sleep(0.03)
 
 
 def control(index, stop):
@@ -118,7 +117,7 @@ def control(index, stop):
             except OSError as e:
                 if e.errno not in ok:
                     fail("%s %d: %s" % (what, index, errno.errorcode.get(e.errno, e.errno)))
-            time.sleep(0.05)
+            time.sleep(0.01)
     os.close(ctl)
 
 
