@@ -25,7 +25,7 @@ RESULTS=${RESULTS:-$ROOT/results/tests}
 mkdir -p "$RESULTS"
 : >"$RESULTS/dmesg.log"
 : >"$RESULTS/tests.log"
-rm -f "$RESULTS/skipped"
+rm -f "$RESULTS/skipped" "$RESULTS/failures"
 
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh must run as root (in the VM)"; exit 2; }
 [ -f "$ROOT/rust_loop.ko" ] || { echo "rust_loop.ko not built: run make"; exit 2; }
@@ -106,12 +106,15 @@ timed out after ${tmo}s"
 		else
 			failed=$((failed + 1))
 			failed_names+=("$full")
-			printf 'FAIL %-50s %6.1fs (rc=%s)\n' "$full" "$secs" "$rc"
-			echo "$out" | tail -n 15 | sed 's/^/     | /'
-			if [ -n "$splat" ]; then
-				echo "     | kernel log report:"
-				echo "$kmsg" | grep -E -A12 "$SPLAT" | head -40 | sed 's/^/     | /'
-			fi
+			# Also kept in $RESULTS/failures: .ci/run repeats them after everything else.
+			{
+				printf 'FAIL %-50s %6.1fs (rc=%s)\n' "$full" "$secs" "$rc"
+				echo "$out" | tail -n 15 | sed 's/^/     | /'
+				if [ -n "$splat" ]; then
+					echo "     | kernel log report:"
+					echo "$kmsg" | grep -E -A12 "$SPLAT" | head -40 | sed 's/^/     | /'
+				fi
+			} | tee -a "$RESULTS/failures"
 		fi
 	} </dev/null
 done <<<"$selected"
@@ -136,9 +139,10 @@ if [ $KMEMLEAK = 1 ]; then
 	else
 		failed=$((failed + 1))
 		failed_names+=("kmemleak/scan")
-		printf 'FAIL %-50s %6.1fs (rc=%s)\n' "kmemleak/scan" "$secs" "$rc"
+		printf 'FAIL %-50s %6.1fs (rc=%s)\n' "kmemleak/scan" "$secs" "$rc" | tee -a "$RESULTS/failures"
 	fi
 	echo "$out" | sed 's/^/     | /'
+	[ $rc = 0 ] || echo "$out" | tail -n 15 | sed 's/^/     | /' >>"$RESULTS/failures"
 fi
 [ ${#skipped_names[@]} = 0 ] ||
 	echo "${#skipped_names[@]} skipped (TEST_BUDGET=${TEST_BUDGET}s): ${skipped_names[*]}" | tee "$RESULTS/skipped"
