@@ -6,7 +6,8 @@
 
 For SECONDS, three threads race on loop<INDEX>:
 - resize: writes 1, 2, 1, ... to /sys/block/loop<INDEX>/rust_loop/nr_hw_queues; success,
-  EBUSY (bound, or another change running) and a vanished file (device removed) are expected;
+  EBUSY (bound, or another change running) and a vanished or vanishing file (device removed:
+  ENOENT, ENODEV) are expected;
 - bind: LOOP_CONFIGURE with FILE, writes 64 KiB with O_DIRECT at a rotating offset,
   reads it back, compares, LOOP_CLR_FD; EBUSY and a missing device are expected;
 - control: LOOP_CTL_REMOVE and LOOP_CTL_ADD of INDEX; EBUSY, ENODEV and EEXIST are expected.
@@ -46,7 +47,9 @@ def resize(index, stop):
         try:
             fd = os.open(path, os.O_WRONLY)
         except OSError as e:
-            if e.errno != errno.ENOENT:
+            # ENOENT: the group is gone; ENODEV: it is being removed (kernfs_fop_open on a
+            # deactivated node).
+            if e.errno not in (errno.ENOENT, errno.ENODEV):
                 fail("open %s: %s" % (path, errno.errorcode.get(e.errno, e.errno)))
             time.sleep(0.01)
             continue
