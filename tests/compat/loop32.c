@@ -107,7 +107,8 @@ int main(int argc, char **argv)
 	for (int i = 0;; i++) {
 		dev = open(argv[1], O_RDWR);
 		if (dev < 0) {
-			CHECK(dev >= 0, "reopen %s", argv[1]);
+			printf("FAIL: reopen %s (errno %d: %s)\n", argv[1], errno, strerror(errno));
+			exit(1);
 		}
 		errno = 0;
 		if (ioctl(dev, LOOP_GET_STATUS, &got) == -1 && errno == ENXIO)
