@@ -175,6 +175,9 @@ t_fault_backing_fs_shutdown_under_ext4() {
 	bounded 60 umount "$SCRATCH" || fail "umount of the shut-down XFS failed"
 }
 
+# written_sectors DEV: succeeds once DEV has written sectors (/sys/block/DEV/stat field 7)
+written_sectors() { [ "$(awk '{print $7}' "/sys/block/$(basename "$1")/stat")" -gt 0 ]; }
+
 # losetup -d while fio writes and verifies through the device: LOOP_CLR_FD only marks the
 # device autoclear (it is open), the I/O goes on unharmed and verifies, and the device unbinds
 # at the last close. (The test holds the device open too: fio closes and re-opens it between
@@ -186,11 +189,14 @@ t_fault_detach_with_io_in_flight() {
 	mkimg "$T/img" 48M
 	dev=$(attach "$T/img")
 	exec 3<"$dev"
+	# ~980 writes at 250/s: the write phase lasts about 4 s however fast the host is (CI's
+	# finished an unthrottled run within the 2 s this test used to sleep).
 	fio --name=v --filename="$dev" --direct=1 --ioengine=libaio --iodepth=16 --rw=randwrite \
-		--bssplit=4k/50:64k/50 --size=32M --verify=crc32c --do_verify=1 --verify_fatal=1 \
-		--verify_state_save=0 --output="$T/v.out" >/dev/null 2>&1 &
+		--bssplit=4k/50:64k/50 --size=32M --rate_iops=250 --verify=crc32c --do_verify=1 \
+		--verify_fatal=1 --verify_state_save=0 --output="$T/v.out" >/dev/null 2>&1 &
 	pid=$!
-	sleep 2
+	# detach once writes have completed on the device (stat field 7: sectors written)
+	wait_for 60 written_sectors "$dev" || fail "fio wrote nothing in 60 s"
 	kill -0 "$pid" 2>/dev/null || fail "fio ended before losetup -d"
 	bounded 30 losetup -d "$dev" || fail "losetup -d with I/O in flight failed"
 	assert_sys "$dev" loop/autoclear 1
