@@ -63,6 +63,10 @@ module! {
             default: 8192,
             description: "Kernel stack bytes that must remain for queue_rq to submit direct I/O itself (IOCB_NOWAIT); below it the worker submits. Default: 8192",
         },
+        nowait_max_depth: u32 {
+            default: 1,
+            description: "Requests in flight on a hardware queue from which on queue_rq hands a single submitter's direct I/O to the worker (which submits on another CPU) instead of submitting it itself; 0: always the worker (per device: /sys/block/loopN/rust_loop/nowait_max_depth). Default: 1",
+        },
     },
 }
 
@@ -94,6 +98,13 @@ static NOWAIT_MIN_STACK: AtomicU32 = AtomicU32::new(8192);
 
 fn nowait_min_stack() -> usize {
     NOWAIT_MIN_STACK.load(Ordering::Relaxed) as usize
+}
+
+/// `nowait_max_depth` of new devices.
+static NOWAIT_MAX_DEPTH: AtomicU32 = AtomicU32::new(1);
+
+fn nowait_max_depth() -> u32 {
+    NOWAIT_MAX_DEPTH.load(Ordering::Relaxed)
 }
 
 fn part_shift() -> u32 {
@@ -253,6 +264,10 @@ impl kernel::Module for LoopModule {
         NR_HW_QUEUES.store(queues.clamp(1, cpus.max(1)), Ordering::Relaxed);
         NOWAIT_MIN_STACK.store(
             module_parameters::nowait_min_stack.value(),
+            Ordering::Relaxed,
+        );
+        NOWAIT_MAX_DEPTH.store(
+            module_parameters::nowait_max_depth.value(),
             Ordering::Relaxed,
         );
         MAX_LOOP_LIMIT.store(

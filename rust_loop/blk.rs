@@ -359,6 +359,11 @@ pub(crate) fn submitter_is_loop_worker() -> bool {
     unsafe { rust_loop_task_is_loop_worker() }
 }
 
+/// An identity of the current task, for comparing with another (never a pointer to use).
+pub(crate) fn current_task_id() -> usize {
+    kernel::task::Task::current_raw() as usize
+}
+
 /// Bytes of kernel stack left below the current frame.
 pub(crate) fn stack_remaining() -> usize {
     // SAFETY: Reads the current task's stack base and the frame address.

@@ -17,7 +17,7 @@ use crate::{
     backing::{BackingFile, Dir, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE},
     blk::{Bio, BlkStatus, ReqOp, Request},
     cgroup::{CgroupWorkerUse, IoCgroups},
-    device::{IoState, LoopDevice},
+    device::{IoState, LoopDevice, QueueLoad},
     worker::KthreadWork,
 };
 use core::{
@@ -175,8 +175,14 @@ impl LoopCmd {
     /// backing file's submission and deadlock against our own queue); the current task is not
     /// in the issuer's blkcg (the backing I/O would be charged to the wrong cgroup); or it is a
     /// write to a regular file within a steering window ([`LoopCmd::steering_writes`]:
-    /// allocating writes keep returning `-EAGAIN`, and trying them first only costs).
-    pub(crate) fn nowait_allowed(dev: &LoopDevice, io: &IoState, rq: &Request) -> bool {
+    /// allocating writes keep returning `-EAGAIN`, and trying them first only costs); or it is
+    /// better run by the worker on another CPU ([`QueueLoad`]).
+    pub(crate) fn nowait_allowed(
+        dev: &LoopDevice,
+        io: &IoState,
+        rq: &Request,
+        load: QueueLoad,
+    ) -> bool {
         if !io.direct_io || !io.nowait {
             return false;
         }
@@ -236,6 +242,21 @@ impl LoopCmd {
             // workqueue (`wq_pool_mutex`, reclaim): not inside `queue_rq`'s SRCU read section,
             // which a queue freeze + quiesce waits for (lockdep: srcu -> wq_pool_mutex ->
             // fs_reclaim -> q_usage_counter). The worker's submission creates it.
+            return false;
+        }
+        Self::stays_inline(dev, load)
+    }
+
+    /// Whether a direct-I/O request is left to `queue_rq` (true) rather than handed to the
+    /// worker for the pattern of its hardware queue ([`QueueLoad`]), or because
+    /// [`LoopDevice::nowait_max_depth`] is 0.
+    fn stays_inline(dev: &LoopDevice, load: QueueLoad) -> bool {
+        if load.pipeline || dev.nowait_max_depth() == 0 {
+            dev.stats.nowait_skip_depth.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        if load.probe {
+            dev.stats.nowait_probes.fetch_add(1, Ordering::Relaxed);
             return false;
         }
         true
@@ -599,6 +620,9 @@ impl LoopCmd {
             }
             BlkStatus::OK
         };
+        if let Some(q) = dev.hw_queue_of(rq) {
+            q.request_ended();
+        }
         rq.end(status);
     }
 }

@@ -11,13 +11,19 @@
 //!   and through `blk_mq_complete_request` (interrupt context, or too little stack left);
 //! - `read_bytes`, `write_bytes`: data transferred to and from the backing file;
 //! - `nowait_skip_journal`, `nowait_skip_stack`, `nowait_skip_rqqos`, `nowait_skip_cgroup`,
-//!   `nowait_skip_nested`, `nowait_skip_writes`, `nowait_skip_cmtime`, `nowait_skip_atime`:
+//!   `nowait_skip_nested`, `nowait_skip_writes`, `nowait_skip_cmtime`, `nowait_skip_atime`,
+//!   `nowait_skip_depth`:
 //!   direct-I/O reads and writes that `queue_rq` did not try with `IOCB_NOWAIT` because the
 //!   submitter was inside a filesystem transaction, too little kernel stack remained, rq-qos
 //!   policies were attached to the queue, the submitter was not in the issuer's blkcg, the
 //!   request came from a plug flush on a loop device stacked on loop, or blocking writes were
 //!   queued in the worker, or a write would first have to update the file's timestamps, or a
-//!   read its atime;
+//!   read its atime, or their task also started the previous request and `nowait_max_depth`
+//!   requests were in flight on the hardware queue (a single submitter's deep queue is handed
+//!   to the worker, which submits on another CPU);
+//! - `nowait_max_depth` (writable): that depth (0: the worker submits every direct I/O);
+//! - `nowait_probes`: requests of one task in a row handed to the worker (one in 256) to find
+//!   out whether the task keeps submitting while they are in flight;
 //! - `nr_hw_queues` (writable while the device is unbound): hardware queues and worker threads;
 //! - `hw_queue_requests`: requests started on each hardware queue.
 
@@ -56,6 +62,12 @@ pub(crate) struct DevStats {
     pub(crate) nowait_skip_cmtime: AtomicU64,
     /// NOWAIT skipped: a read that would first update the file's atime.
     pub(crate) nowait_skip_atime: AtomicU64,
+    /// NOWAIT skipped: the submitter also started the previous request and
+    /// [`crate::device::LoopDevice::nowait_max_depth`] requests were in flight on the hardware
+    /// queue.
+    pub(crate) nowait_skip_depth: AtomicU64,
+    /// Requests handed to the worker to find out whether their task keeps submitting meanwhile.
+    pub(crate) nowait_probes: AtomicU64,
     /// Writes queued to the worker and not yet submitted by it (steers writes away from NOWAIT
     /// while the backing file is allocating).
     pub(crate) worker_writes_pending: AtomicU32,

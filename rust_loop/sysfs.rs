@@ -111,6 +111,15 @@ static SKIP_CMTIME: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_cmtime", show_skip_cmtime);
 static SKIP_ATIME: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_atime", show_skip_atime);
+static SKIP_DEPTH: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_skip_depth", show_skip_depth);
+static NOWAIT_PROBES: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_probes", show_nowait_probes);
+static NOWAIT_MAX_DEPTH: KernelOwned<bindings::device_attribute> = rw_attr(
+    c"nowait_max_depth",
+    show_nowait_max_depth,
+    store_nowait_max_depth,
+);
 
 static NR_HW_QUEUES: KernelOwned<bindings::device_attribute> =
     rw_attr(c"nr_hw_queues", show_nr_hw_queues, store_nr_hw_queues);
@@ -118,7 +127,7 @@ static NR_HW_QUEUES: KernelOwned<bindings::device_attribute> =
 static HW_QUEUE_REQUESTS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"hw_queue_requests", show_hw_queue_requests);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 18]> = KernelOwned(UnsafeCell::new([
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 21]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -134,6 +143,9 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 18]> = KernelOwned(Un
     SKIP_WRITES.get().cast(),
     SKIP_CMTIME.get().cast(),
     SKIP_ATIME.get().cast(),
+    SKIP_DEPTH.get().cast(),
+    NOWAIT_PROBES.get().cast(),
+    NOWAIT_MAX_DEPTH.get().cast(),
     NR_HW_QUEUES.get().cast(),
     HW_QUEUE_REQUESTS.get().cast(),
     core::ptr::null_mut(),
@@ -349,6 +361,15 @@ show_value!(show_skip_atime, |lo| lo
     .stats
     .nowait_skip_atime
     .load(Ordering::Relaxed));
+show_value!(show_skip_depth, |lo| lo
+    .stats
+    .nowait_skip_depth
+    .load(Ordering::Relaxed));
+show_value!(show_nowait_probes, |lo| lo
+    .stats
+    .nowait_probes
+    .load(Ordering::Relaxed));
+show_value!(show_nowait_max_depth, |lo| lo.nowait_max_depth());
 show_value!(show_skip_nested, |lo| lo
     .stats
     .nowait_skip_nested
@@ -383,6 +404,29 @@ unsafe extern "C" fn show_hw_queue_requests(
     }
 }
 
+/// Parses the decimal `u32` a `store` call got and hands it to `f`.
+///
+/// # Safety
+///
+/// `dev`, `buf` and `count` must be what sysfs passes to a `store` callback of our groups:
+/// `dev` is the device of a live loop disk and `buf` holds `count` readable bytes.
+unsafe fn store_u32(
+    dev: *mut bindings::device,
+    buf: *const u8,
+    count: usize,
+    f: impl FnOnce(&LoopDevice, u32) -> Result,
+) -> isize {
+    // SAFETY: sysfs passes a live loop disk's device and `count` readable bytes.
+    let (lo, input) = unsafe { (device_of(dev), core::slice::from_raw_parts(buf, count)) };
+    let parsed = core::str::from_utf8(input)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok());
+    match parsed.ok_or(EINVAL).and_then(|n| f(lo, n)) {
+        Ok(()) => count as isize,
+        Err(e) => e.to_errno() as isize,
+    }
+}
+
 /// `echo N > /sys/block/loopN/rust_loop/nr_hw_queues`: hardware queues (and workers) of an
 /// unbound device. EBUSY while bound, EINVAL outside 1..=online CPUs.
 ///
@@ -396,17 +440,29 @@ unsafe extern "C" fn store_nr_hw_queues(
     buf: *const u8,
     count: usize,
 ) -> isize {
-    // SAFETY: sysfs passes a live loop disk's device and `count` readable bytes.
-    let (lo, input) = unsafe { (device_of(dev), core::slice::from_raw_parts(buf, count)) };
-    let parsed = core::str::from_utf8(input)
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok());
-    let result = match parsed {
-        Some(n) => lo.set_nr_hw_queues(n),
-        None => Err(EINVAL),
-    };
-    match result {
-        Ok(()) => count as isize,
-        Err(e) => e.to_errno() as isize,
+    // SAFETY: Called by sysfs for our attribute.
+    unsafe { store_u32(dev, buf, count, LoopDevice::set_nr_hw_queues) }
+}
+
+/// `echo N > /sys/block/loopN/rust_loop/nowait_max_depth`: the in-flight depth from which a
+/// single task's direct I/O goes to the worker, any time (the next request sees it). EINVAL
+/// unless a `u32`.
+///
+/// # Safety
+///
+/// Only sysfs calls this, as the `store` of `rust_loop/nowait_max_depth`, which exists only on
+/// loop disks: `dev` is the device of a live loop disk and `buf` holds `count` readable bytes.
+unsafe extern "C" fn store_nowait_max_depth(
+    dev: *mut bindings::device,
+    _attr: *mut bindings::device_attribute,
+    buf: *const u8,
+    count: usize,
+) -> isize {
+    // SAFETY: Called by sysfs for our attribute.
+    unsafe {
+        store_u32(dev, buf, count, |lo, n| {
+            lo.set_nowait_max_depth(n);
+            Ok(())
+        })
     }
 }

@@ -87,13 +87,18 @@ verify_on() {
 	sparse) truncate -s 160M "$SCRATCH/img" ;;
 	esac
 	dev=$(dio_attach "$SCRATCH/img")
+	# The default hands QD32 to the worker after the first few requests in flight; half the
+	# runs keep every request on queue_rq's NOWAIT path instead (and its -EAGAIN retries).
+	if [ -n "${3:-}" ] && is_rust; then
+		echo "$3" >"/sys/block/$(basename "$dev")/rust_loop/nowait_max_depth"
+	fi
 	fio_verify "$dev"
-	log "$(grep -H . /sys/block/$(basename "$dev")/rust_loop/{nowait_completions,nowait_eagain,worker_submissions})"
+	is_rust && log "$(grep -H . /sys/block/$(basename "$dev")/rust_loop/{nowait_max_depth,nowait_completions,nowait_eagain,nowait_skip_depth,worker_submissions})"
 	losetup -d "$dev"
 }
 t_dio_fio_verify_xfs_prealloc() { verify_on xfs prealloc; }
-t_dio_fio_verify_xfs_sparse() { verify_on xfs sparse; }
-t_dio_fio_verify_ext4_prealloc() { verify_on ext4 prealloc; }
+t_dio_fio_verify_xfs_sparse() { verify_on xfs sparse 1000000; }
+t_dio_fio_verify_ext4_prealloc() { verify_on ext4 prealloc 1000000; }
 t_dio_fio_verify_ext4_sparse() { verify_on ext4 sparse; }
 
 t_dio_nowait_path_serves_reads() {
@@ -104,12 +109,80 @@ t_dio_nowait_path_serves_reads() {
 	local dev before after
 	dev=$(dio_attach "$SCRATCH/img")
 	before=$(stat_of "$dev" nowait_completions)
-	fio --name=r --filename="$dev" --direct=1 --ioengine=libaio --iodepth=32 --rw=randread \
+	# One read at a time: queue_rq submits them itself (but a probe in 256).
+	fio --name=r --filename="$dev" --direct=1 --ioengine=psync --rw=randread \
 		--bs=4k --size=64M --io_size=32M --output=/dev/null
 	after=$(stat_of "$dev" nowait_completions)
 	[ "$after" -gt "$before" ] || fail "nowait_completions did not grow ($before -> $after)"
 	# And the data read that way is the file's.
 	cmp <(dd if="$dev" bs=1M iflag=direct status=none) "$SCRATCH/img" || fail "dio read data differs"
+	losetup -d "$dev"
+}
+
+# A single task that keeps a deep queue is handed to the worker (which submits on another CPU
+# while the task prepares its next requests); one that waits for each request stays on
+# queue_rq's NOWAIT path, but for a probe every 256 requests. nowait_max_depth (per device,
+# writable; 0: always the worker) is the in-flight depth from which a task's requests go over.
+t_dio_deep_queue_goes_to_worker() {
+	is_rust || return 0 # rust_loop's own counters and knob
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 64M "$SCRATCH/img"
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=64 conv=notrunc status=none
+	local dev n skip nowait worker ios probes
+	dev=$(dio_attach "$SCRATCH/img")
+	n=$(basename "$dev")
+	udevadm settle 2>/dev/null || true # no probe reads in the counts below
+	assert_file "/sys/block/$n/rust_loop/nowait_max_depth" 1
+	# One read at a time (after the first, which may update the atime): NOWAIT but the probes.
+	dd if="$dev" of=/dev/null bs=4k count=1 iflag=direct status=none
+	skip=$(stat_of "$dev" nowait_skip_depth)
+	nowait=$(stat_of "$dev" nowait_completions)
+	probes=$(stat_of "$dev" nowait_probes)
+	fio --name=qd1 --filename="$dev" --direct=1 --ioengine=psync --rw=randread --bs=4k \
+		--size=64M --io_size=4M --output=/dev/null
+	assert_eq "$(stat_of "$dev" nowait_skip_depth)" "$skip" "nowait_skip_depth after QD1 reads"
+	ios=$(($(stat_of "$dev" nowait_completions) - nowait))
+	[ "$ios" -ge 1010 ] || fail "only $ios of 1024 QD1 reads took the NOWAIT path"
+	probes=$(($(stat_of "$dev" nowait_probes) - probes))
+	[ "$probes" -ge 1 ] && [ "$probes" -le 4 ] || fail "$probes probes in 1024 QD1 reads (1 in 256 expected)"
+	# 32 in flight: after the first few, queue_rq hands the reads to the worker.
+	skip=$(stat_of "$dev" nowait_skip_depth)
+	worker=$(stat_of "$dev" worker_submissions)
+	fio --name=qd32 --filename="$dev" --direct=1 --ioengine=libaio --iodepth=32 --rw=randread \
+		--bs=4k --size=64M --io_size=8M --output=/dev/null
+	ios=$(($(stat_of "$dev" nowait_skip_depth) - skip))
+	[ "$ios" -ge 1024 ] || fail "only $ios of 2048 QD32 reads were handed over for depth"
+	[ $(($(stat_of "$dev" worker_submissions) - worker)) -ge "$ios" ] ||
+		fail "the worker ran fewer reads than were handed to it"
+	# 0: the worker submits every request, even one at a time.
+	echo 0 >"/sys/block/$n/rust_loop/nowait_max_depth"
+	nowait=$(stat_of "$dev" nowait_completions)
+	skip=$(stat_of "$dev" nowait_skip_depth)
+	fio --name=w0 --filename="$dev" --direct=1 --ioengine=psync --rw=randread --bs=4k \
+		--size=64M --io_size=1M --output=/dev/null
+	assert_eq "$(stat_of "$dev" nowait_completions)" "$nowait" "NOWAIT completions at nowait_max_depth 0"
+	[ $(($(stat_of "$dev" nowait_skip_depth) - skip)) -ge 256 ] ||
+		fail "fewer than 256 reads handed over at nowait_max_depth 0"
+	# Above any depth: QD32 stays on the NOWAIT path.
+	echo 1000000 >"/sys/block/$n/rust_loop/nowait_max_depth"
+	assert_file "/sys/block/$n/rust_loop/nowait_max_depth" 1000000
+	skip=$(stat_of "$dev" nowait_skip_depth)
+	fio --name=inl --filename="$dev" --direct=1 --ioengine=libaio --iodepth=32 --rw=randread \
+		--bs=4k --size=64M --io_size=4M --output=/dev/null
+	assert_eq "$(stat_of "$dev" nowait_skip_depth)" "$skip" "nowait_skip_depth with no depth limit"
+	# Not a number: EINVAL, the value stays.
+	assert_fails sh -c "echo x >/sys/block/$n/rust_loop/nowait_max_depth"
+	assert_fails sh -c "echo -1 >/sys/block/$n/rust_loop/nowait_max_depth"
+	assert_file "/sys/block/$n/rust_loop/nowait_max_depth" 1000000
+	# And the data read both ways is the file's.
+	echo 1 >"/sys/block/$n/rust_loop/nowait_max_depth"
+	cmp <(dd if="$dev" bs=1M iflag=direct status=none) "$SCRATCH/img" || fail "dio read data differs"
+	losetup -d "$dev"
+	# The module parameter sets the default of new devices.
+	load_rust_loop nowait_max_depth=7
+	dev=$(dio_attach "$SCRATCH/img")
+	assert_file "/sys/block/$(basename "$dev")/rust_loop/nowait_max_depth" 7
 	losetup -d "$dev"
 }
 
