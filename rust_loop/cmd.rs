@@ -248,10 +248,9 @@ impl LoopCmd {
     }
 
     /// Whether a direct-I/O request is left to `queue_rq` (true) rather than handed to the
-    /// worker for the pattern of its hardware queue ([`QueueLoad`]), or because
-    /// [`LoopDevice::nowait_max_depth`] is 0.
+    /// worker for the pattern of its hardware queue ([`QueueLoad`]).
     fn stays_inline(dev: &LoopDevice, load: QueueLoad) -> bool {
-        if load.pipeline || dev.nowait_max_depth() == 0 {
+        if load.pipeline {
             dev.stats.nowait_skip_depth.fetch_add(1, Ordering::Relaxed);
             return false;
         }

@@ -132,7 +132,7 @@ pub(crate) struct HwQueue {
     /// Requests started on this hardware queue.
     pub(crate) requests: AtomicU64,
     /// Requests of this hardware queue started by `queue_rq` and not yet ended.
-    pub(crate) inflight: AtomicU32,
+    inflight: AtomicU32,
     /// The task that started the last request (an identity, never dereferenced).
     last_submitter: AtomicUsize,
     /// Requests started in a row by that task, before the last one.
@@ -169,9 +169,11 @@ const PROBE_INTERVAL: u32 = 256;
 /// starts nothing meanwhile and keeps the NOWAIT path; one that goes on submitting finds the
 /// probe in flight and stays with the worker while it keeps it busy. Requests of several tasks
 /// in turn stay in `queue_rq`: they already keep the CPUs busy ([`PIPELINE_MIN_STREAK`]).
-#[derive(Clone, Copy)]
+/// The default: `queue_rq` submits the request itself.
+#[derive(Clone, Copy, Default)]
 pub(crate) struct QueueLoad {
-    /// The request's task keeps a deep queue: the worker should run it.
+    /// The request's task keeps a deep queue (or [`LoopDevice::nowait_max_depth`] is 0): the
+    /// worker should run it.
     pub(crate) pipeline: bool,
     /// The worker should run it to find out whether its task keeps submitting meanwhile.
     pub(crate) probe: bool,
@@ -188,7 +190,7 @@ impl HwQueue {
             self.streak.store(0, Ordering::Relaxed);
             self.pipeline_credit.store(0, Ordering::Relaxed);
             return QueueLoad {
-                pipeline: false,
+                pipeline: max_depth == 0,
                 probe: false,
             };
         }
@@ -202,7 +204,7 @@ impl HwQueue {
         };
         self.pipeline_credit.store(credit, Ordering::Relaxed);
         QueueLoad {
-            pipeline: credit > 0 && streak >= PIPELINE_MIN_STREAK,
+            pipeline: max_depth == 0 || (credit > 0 && streak >= PIPELINE_MIN_STREAK),
             probe: credit == 0 && streak % PROBE_INTERVAL == 0,
         }
     }
@@ -497,8 +499,8 @@ impl LoopDevice {
     }
 
     /// The queue depth from which on a single submitter's direct I/O goes to the worker. When
-    /// the task that starts a request also started the previous one on its hardware queue and
-    /// at least this many requests are in flight there, `queue_rq` hands the request to the
+    /// the task that starts a request also started the 32 before it on its hardware queue and
+    /// at least this many requests are in flight there (see [`QueueLoad`]), `queue_rq` hands the request to the
     /// queue's worker, which submits it on another CPU while the submitter prepares its next
     /// requests (a two-stage pipeline: the throughput of a deep queue); otherwise it submits the
     /// request itself (`IOCB_NOWAIT`: the latency of a shallow queue, and no extra stage when
@@ -1198,13 +1200,9 @@ impl DiskOps for LoopDisk {
         if dev.state() != State::Bound {
             return BlkStatus::IOERR;
         }
-        let load = dev.hw_queue_of(rq).map_or(
-            QueueLoad {
-                pipeline: false,
-                probe: false,
-            },
-            |q| q.request_started(dev.nowait_max_depth()),
-        );
+        let load = dev.hw_queue_of(rq).map_or(QueueLoad::default(), |q| {
+            q.request_started(dev.nowait_max_depth())
+        });
         let cmd = LoopCmd::of(rq);
         if let Some(io) = dev.io_backing() {
             if LoopCmd::nowait_allowed(dev, io, rq, load) && cmd.try_nowait(dev, io, rq) {
