@@ -10,7 +10,7 @@
 #   BENCH_RUNTIME=3*      seconds per fio cell            (quick: 1)
 #   BENCH_ROUNDS=3*       rounds, medians over rounds     (quick: 1)
 #   BENCH_FILE_MB=1024*   size of each backing file       (quick: 256)
-#   BENCH_PAGECACHE_MB*   data read by the page-cache test (default: BENCH_FILE_MB; quick: 128)
+#   BENCH_PAGECACHE_MB*   data read by the page-cache test, 0 skips it (default: BENCH_FILE_MB; quick: 128)
 #   BENCH_WORKLOADS*      comma list of workloads (default all six; quick: randread-4k-qd32,
 #                         rw-4k-qd16-12jobs)
 #   BENCH_DRIVERS, BENCH_BACKINGS, BENCH_MODES   subsets of raw,loop,rust_loop,ublk / disk,nullb /

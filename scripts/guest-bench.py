@@ -17,7 +17,7 @@ Environment (scripts/bench.sh sets them; defaults in brackets):
   BENCH_RUNTIME [3]        seconds per fio cell
   BENCH_ROUNDS [3]         rounds (medians over rounds)
   BENCH_FILE_MB [1024]     size of each backing file
-  BENCH_PAGECACHE_MB [=BENCH_FILE_MB]   data read by the page-cache test
+  BENCH_PAGECACHE_MB [=BENCH_FILE_MB]   data read by the page-cache test (0: no page-cache test)
   BENCH_DRIVERS [raw,loop,rust_loop,ublk]  BENCH_BACKINGS [disk,nullb]  BENCH_MODES [buffered,dio]
   BENCH_WORKLOADS [all]    comma list of workload names (see WORKLOADS)
   BENCH_RUBLK              path of the rublk binary ("" = skip the ublk cells)
@@ -596,7 +596,7 @@ def main():
                     save()
 
     # Page-cache growth of an O_DIRECT read through each driver in each mode, on the disk backing.
-    if "disk" in files:
+    if "disk" in files and PAGECACHE_MB > 0:
         log(f"page cache: O_DIRECT read of {PAGECACHE_MB} MiB through each driver, caches dropped first")
         for dname in active:
             if dname == "rust_loop_mq2" or not load(dname):
