@@ -32,8 +32,8 @@ extern "C" {
     fn rust_loop_kiocb_start_write_trylock(iocb: *mut core::ffi::c_void) -> bool;
     fn rust_loop_kiocb_end_write(iocb: *mut core::ffi::c_void);
     fn rust_loop_statfs_bsize(file: *mut core::ffi::c_void) -> core::ffi::c_ulong;
-    fn rust_loop_file_needs_cmtime_update(file: *mut core::ffi::c_void) -> bool;
-    fn rust_loop_file_needs_atime_update(file: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_file_cmtime_update_blocks(file: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_file_atime_update_blocks(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_sb_has_dio_wq(file: *mut core::ffi::c_void) -> bool;
 }
 
@@ -238,20 +238,24 @@ impl BackingFile {
         self.raw().f_mode & FMODE_NOWAIT != 0
     }
 
-    /// Whether a write now would first have to update the file's mtime/ctime (the check
-    /// `file_update_time` makes). A prediction: the answer can change at any time.
-    pub(crate) fn needs_cmtime_update(&self) -> bool {
+    /// Whether a write now would first have to update the file's mtime/ctime in a way that
+    /// blocks (the check `file_update_time` makes, less the updates a `lazytime` mount of XFS
+    /// or of a file system without `->dirty_inode` records without blocking). A prediction:
+    /// the answer can change at any time.
+    pub(crate) fn cmtime_update_blocks(&self) -> bool {
         // SAFETY: The file is open for as long as `self` exists; the helper only reads its
-        // inode's timestamps and flags.
-        unsafe { rust_loop_file_needs_cmtime_update(self.as_raw().cast()) }
+        // inode's timestamps and flags and its super block's flags and operations.
+        unsafe { rust_loop_file_cmtime_update_blocks(self.as_raw().cast()) }
     }
 
-    /// Whether a read now would first update the file's atime (the check `file_accessed`
-    /// makes, erring towards yes). A prediction: the answer can change at any time.
-    pub(crate) fn needs_atime_update(&self) -> bool {
+    /// Whether a read now would first update the file's atime in a way that may block (the
+    /// check `file_accessed` makes, erring towards yes, less the updates a `lazytime` mount
+    /// records without blocking). A prediction: the answer can change at any time.
+    pub(crate) fn atime_update_blocks(&self) -> bool {
         // SAFETY: The file is open for as long as `self` exists; the helper only reads its
-        // flags, its mount's flags and its inode's timestamps and flags.
-        unsafe { rust_loop_file_needs_atime_update(self.as_raw().cast()) }
+        // flags, its mount's flags, its inode's timestamps and flags and its super block's
+        // flags and operations.
+        unsafe { rust_loop_file_atime_update_blocks(self.as_raw().cast()) }
     }
 
     /// Whether the file's super block has its deferred direct-I/O completion workqueue, which

@@ -227,11 +227,11 @@ impl LoopCmd {
             }
             // The first write after a timestamp tick updates mtime/ctime, which XFS (without
             // lazytime) refuses under NOWAIT: hand it to the worker rather than try in vain.
-            if io.file.needs_cmtime_update() {
+            if io.file.cmtime_update_blocks() {
                 return skipped(&dev.stats.nowait_skip_cmtime);
             }
         }
-        if rq.op() == ReqOp::Read && io.file_is_reg && io.file.needs_atime_update() {
+        if rq.op() == ReqOp::Read && io.file_is_reg && io.file.atime_update_blocks() {
             // `touch_atime` ignores NOWAIT: on XFS the update is a transaction, which must not
             // start in a submitter that may be inside its own (a user task holding an XFS
             // transaction on a filesystem on this device reads metadata through `queue_rq`).

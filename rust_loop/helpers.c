@@ -16,6 +16,7 @@
 #include <linux/cpumask.h>
 #include <linux/iversion.h>
 #include <linux/kthread.h>
+#include <linux/magic.h>
 #include <linux/memcontrol.h>
 #include <linux/miscdevice.h>
 #include <linux/sched.h>
@@ -78,11 +79,34 @@ void rust_loop_complete_request_direct(struct request *rq)
 }
 
 /*
- * Whether a write to @file now must first update its mtime/ctime: need_cmtime_update() and the
- * NOCMTIME checks of file_update_time_flags() in fs/inode.c (static there). XFS without
- * lazytime refuses such a write under IOCB_NOWAIT (the update needs a transaction).
+ * Whether the file system of @inode records a timestamp update without blocking: mounted
+ * lazytime, so that the update only marks the inode I_DIRTY_TIME (inode_time_dirty_flag()),
+ * through either XFS's ->update_time (xfs_vn_update_time(): no transaction for an
+ * I_DIRTY_TIME update) or generic_update_time(), which under IOCB_NOWAIT (@nowait, the mtime/
+ * ctime update of a write) refuses file systems with ->dirty_inode. Other ->update_time methods
+ * (btrfs) may start a transaction: treated as blocking. An mtime/ctime update that must also
+ * increment i_version (someone queried it) may block: inode_update_cmtime().
  */
-bool rust_loop_file_needs_cmtime_update(struct file *file)
+static bool rust_loop_lazy_time_update(struct inode *inode, bool nowait)
+{
+	struct super_block *sb = inode->i_sb;
+
+	if (!(sb->s_flags & SB_LAZYTIME))
+		return false;
+	if (nowait && IS_I_VERSION(inode) && inode_iversion_need_inc(inode))
+		return false;
+	if (inode->i_op->update_time)
+		return sb->s_magic == XFS_SUPER_MAGIC;
+	return !(nowait && sb->s_op->dirty_inode);
+}
+
+/*
+ * Whether a write to @file now must first update its mtime/ctime in a way that cannot be done
+ * under IOCB_NOWAIT: need_cmtime_update() and the NOCMTIME checks of file_update_time_flags()
+ * in fs/inode.c (static there), less the updates a lazytime mount records without blocking.
+ * XFS without lazytime refuses such a write under IOCB_NOWAIT (the update needs a transaction).
+ */
+bool rust_loop_file_cmtime_update_blocks(struct file *file)
 {
 	struct inode *inode = file_inode(file);
 	struct timespec64 now, ts;
@@ -91,22 +115,24 @@ bool rust_loop_file_needs_cmtime_update(struct file *file)
 		return false;
 	now = current_time(inode);
 	ts = inode_get_mtime(inode);
-	if (!timespec64_equal(&ts, &now))
-		return true;
-	ts = inode_get_ctime(inode);
-	if (!timespec64_equal(&ts, &now))
-		return true;
-	return IS_I_VERSION(inode) && inode_iversion_need_inc(inode);
+	if (timespec64_equal(&ts, &now)) {
+		ts = inode_get_ctime(inode);
+		if (timespec64_equal(&ts, &now) &&
+		    !(IS_I_VERSION(inode) && inode_iversion_need_inc(inode)))
+			return false;
+	}
+	return !rust_loop_lazy_time_update(inode, true);
 }
 
 /*
- * Whether a read of @file now would first update its atime: file_accessed() and
- * atime_needs_update() with relatime_need_update() in fs/inode.c (not exported). touch_atime()
- * ignores IOCB_NOWAIT: on XFS it starts a transaction (sb_internal, log space) in the reader's
- * context. Errs towards "yes" (the idmapped-mount exception is left out), which only sends a
- * read to the worker.
+ * Whether a read of @file now would first update its atime in a way that may block:
+ * file_accessed() and atime_needs_update() with relatime_need_update() in fs/inode.c (not
+ * exported), less the updates a lazytime mount records without blocking. touch_atime() ignores
+ * IOCB_NOWAIT: on XFS without lazytime it starts a transaction (sb_internal, log space) in the
+ * reader's context. Errs towards "yes" (the idmapped-mount exception is left out), which only
+ * sends a read to the worker.
  */
-bool rust_loop_file_needs_atime_update(struct file *file)
+bool rust_loop_file_atime_update_blocks(struct file *file)
 {
 	struct inode *inode = file_inode(file);
 	struct vfsmount *mnt = file->f_path.mnt;
@@ -121,6 +147,8 @@ bool rust_loop_file_needs_atime_update(struct file *file)
 	now = current_time(inode);
 	atime = inode_get_atime(inode);
 	if (timespec64_equal(&atime, &now))
+		return false;
+	if (rust_loop_lazy_time_update(inode, false))
 		return false;
 	if (!(mnt->mnt_flags & MNT_RELATIME))
 		return true;

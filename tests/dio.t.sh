@@ -316,6 +316,71 @@ t_dio_guard_atime_goes_to_worker() {
 	losetup -d "$dev"
 }
 
+# One direct write and one direct read through DEV on a backing file that needs a timestamp
+# update for each, on the file system mounted at $SCRATCH; checks the data and that the
+# update happened, leaves the counters to the caller. $T/lazy.{cmtime,atime} get the counters
+# of the two guards before each I/O, $T/lazy.nowait.{w,r} the NOWAIT completions before them.
+lazy_timestamp_io() {
+	local dev=$1 img=$SCRATCH/img mtime atime
+	# Warm-up: the file system's first asynchronous direct I/O creates its completion
+	# workqueue, which only the worker may do.
+	dd if="$dev" of=/dev/null bs=4k count=1 iflag=direct status=none
+	dd if="$dev" of="$dev" bs=4k count=1 seek=1 iflag=direct oflag=direct conv=notrunc status=none
+	head -c 4096 /dev/urandom >"$T/blk"
+	sleep 0.2 # past the timestamp granularity (one tick)
+	stat_of "$dev" nowait_skip_cmtime >"$T/lazy.cmtime"
+	stat_of "$dev" nowait_completions >"$T/lazy.nowait.w"
+	mtime=$(stat -c %Y.%y "$img")
+	dd if="$T/blk" of="$dev" bs=4k seek=7 count=1 oflag=direct conv=notrunc status=none
+	[ "$(stat -c %Y.%y "$img")" != "$mtime" ] || fail "backing file mtime unchanged by the write"
+	cmp <(dd if="$img" bs=4k skip=7 count=1 status=none) "$T/blk" || fail "written block differs"
+	sleep 0.2
+	touch -m "$img" # mtime now newer than atime: relatime updates atime on the next read
+	sleep 0.1
+	atime=$(stat -c %X.%x "$img")
+	stat_of "$dev" nowait_skip_atime >"$T/lazy.atime"
+	stat_of "$dev" nowait_completions >"$T/lazy.nowait.r"
+	dd if="$dev" of="$T/blk1" bs=4k skip=9 count=1 iflag=direct status=none
+	[ "$(stat -c %X.%x "$img")" != "$atime" ] || fail "backing file atime unchanged by the read"
+	cmp "$T/blk1" <(dd if="$img" bs=4k skip=9 count=1 status=none) || fail "read block differs"
+}
+
+# lazytime_case FS WRITE_SKIPS: lazy_timestamp_io on FS mounted lazytime; the write must be
+# handed to the worker WRITE_SKIPS (0 or 1) times for its mtime/ctime, the read never for its
+# atime, nothing may be refused with -EAGAIN, and what was not handed over used NOWAIT.
+lazytime_case() {
+	local fs=$1 wskip=$2 dev eagain
+	scratch_fs "$fs" lazytime
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=16 conv=fsync status=none
+	# No cached pages of the file: a NOWAIT direct write over cached pages is refused (-EAGAIN).
+	echo 1 >/proc/sys/vm/drop_caches
+	dev=$(dio_attach "$SCRATCH/img")
+	udevadm settle 2>/dev/null || true
+	eagain=$(stat_of "$dev" nowait_eagain)
+	lazy_timestamp_io "$dev"
+	assert_eq "$(stat_of "$dev" nowait_skip_cmtime)" "$(($(cat "$T/lazy.cmtime") + wskip))" \
+		"$fs lazytime: nowait_skip_cmtime after the write"
+	assert_eq "$(stat_of "$dev" nowait_skip_atime)" "$(cat "$T/lazy.atime")" \
+		"$fs lazytime: nowait_skip_atime after the read"
+	assert_eq "$(stat_of "$dev" nowait_eagain)" "$eagain" "$fs lazytime: nowait_eagain"
+	[ "$(stat_of "$dev" nowait_completions)" -ge "$(($(cat "$T/lazy.nowait.w") + 2 - wskip))" ] ||
+		fail "$fs lazytime: fewer NOWAIT completions than I/Os not handed over"
+	[ "$(stat_of "$dev" nowait_completions)" -gt "$(cat "$T/lazy.nowait.r")" ] ||
+		fail "$fs lazytime: the read did not use NOWAIT"
+	losetup -d "$dev"
+}
+
+t_dio_lazytime_timestamps_stay_nowait() {
+	# With lazytime, XFS records a timestamp update as I_DIRTY_TIME without a transaction,
+	# also under IOCB_NOWAIT, so neither the write's mtime/ctime update nor the read's atime
+	# update sends the request to the worker. ext4 has ->dirty_inode, for which
+	# generic_update_time refuses NOWAIT: its write still goes to the worker, its read not.
+	is_rust || return 0 # rust_loop's own counters
+	load_rust_loop
+	lazytime_case xfs 0
+	lazytime_case ext4 1
+}
+
 t_dio_guard_journal_info_goes_to_worker() {
 	# A read submitted by a task inside a filesystem transaction (current->journal_info set,
 	# as ext4 holding a jbd2 handle) must go to the worker: tests/kmod/rl_journal_probe does
@@ -384,28 +449,48 @@ eof_zero_fill() {
 t_dio_read_past_eof_zero_fills() { eof_zero_fill on; }
 t_buffered_read_past_eof_zero_fills() { eof_zero_fill off; }
 
-t_dio_stacked_loop_on_xfs_on_loop() {
-	# filesystem on loop (dio) on file on XFS on loop (dio) on file on XFS (scratch)
+# stacked_loops XFS_MOUNT_OPTIONS TOP_FS: TOP_FS on loop (dio) on a file on XFS on loop (dio) on
+# a file on XFS (scratch); both XFS mounted with XFS_MOUNT_OPTIONS (may be empty). fio verify on
+# top, then both file systems are checked.
+stacked_loops() {
+	local opts=$1 top=$2
 	load_rust_loop
-	scratch_fs xfs
+	scratch_fs xfs "$opts"
 	truncate -s 512M "$SCRATCH/outer.img"
 	local outer inner m1=$T/m1 m2=$T/m2
 	outer=$(dio_attach "$SCRATCH/outer.img")
 	mkfs.xfs -q -f "$outer"
-	mkdir -p "$m1" "$m2" && mount "$outer" "$m1"
-	truncate -s 256M "$m1/inner.img"
+	mkdir -p "$m1" "$m2" && mount ${opts:+-o "$opts"} "$outer" "$m1"
+	truncate -s 320M "$m1/inner.img" # XFS needs 300 MB
 	inner=$(dio_attach "$m1/inner.img")
-	mkfs.ext4 -q -F "$inner"
+	case $top in
+	ext4) mkfs.ext4 -q -F "$inner" ;;
+	xfs) mkfs.xfs -q -f "$inner" ;;
+	esac
 	mount "$inner" "$m2"
 	fio --name=s --directory="$m2" --direct=1 --ioengine=libaio --iodepth=32 --rw=randrw \
 		--bssplit=4k/50:64k/40:1m/10 --size=64M --verify=crc32c --verify_fatal=1 \
 		--do_verify=1 --numjobs=2 --output=/dev/null || fail "fio on the stacked setup failed"
 	umount "$m2"
-	e2fsck -fn "$inner" >/dev/null || fail "inner ext4 damaged"
+	case $top in
+	ext4) e2fsck -fn "$inner" >/dev/null || fail "inner ext4 damaged" ;;
+	xfs) xfs_repair -n "$inner" >/dev/null 2>&1 || fail "inner XFS damaged" ;;
+	esac
 	losetup -d "$inner"
 	umount "$m1"
 	xfs_repair -n "$outer" >/dev/null 2>&1 || fail "middle XFS damaged"
 	losetup -d "$outer"
+}
+
+t_dio_stacked_loop_on_xfs_on_loop() {
+	stacked_loops "" ext4
+}
+
+t_dio_stacked_loop_on_lazytime_xfs() {
+	# The same with lazytime XFS below each loop device and XFS on top: the backing files'
+	# timestamp updates now happen in queue_rq (I_DIRTY_TIME, no transaction), under the
+	# transactions of the XFS above (lockdep on the debug kernel).
+	stacked_loops lazytime xfs
 }
 
 t_dio_toggle_during_io_loses_nothing() {

@@ -65,8 +65,9 @@ loopnr() { echo "${1#/dev/loop}"; }
 
 # scratch_fs xfs|ext4: a fresh filesystem on the scratch disk, mounted at $SCRATCH (echoed).
 SCRATCH=/tmp/rust-loop-scratch
+# scratch_fs FS [MOUNT_OPTIONS]: a fresh FS (xfs, ext4) on the scratch disk, mounted at $SCRATCH
 scratch_fs() {
-	local fs=$1
+	local fs=$1 opts=${2:-}
 	[ -b "${SCRATCH_DEV:-}" ] || fail "no scratch disk (SCRATCH_DEV=${SCRATCH_DEV:-unset})"
 	scratch_umount
 	case "$fs" in
@@ -75,7 +76,7 @@ scratch_fs() {
 	*) fail "scratch_fs: unknown filesystem $fs" ;;
 	esac
 	mkdir -p "$SCRATCH"
-	mount "$SCRATCH_DEV" "$SCRATCH"
+	mount ${opts:+-o "$opts"} "$SCRATCH_DEV" "$SCRATCH"
 }
 scratch_umount() { if mountpoint -q "$SCRATCH" 2>/dev/null; then umount "$SCRATCH"; fi; }
 
