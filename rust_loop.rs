@@ -65,7 +65,7 @@ module! {
         },
         nowait_max_depth: u32 {
             default: 1,
-            description: "Requests in flight on a hardware queue from which on queue_rq hands a single submitter's direct I/O to the worker (which submits on another CPU) instead of submitting it itself; 0: always the worker (per device: /sys/block/loopN/rust_loop/nowait_max_depth). Default: 1",
+            description: "Requests in flight on a hardware queue from which on queue_rq hands a single submitter's direct I/O to the worker (which submits on another CPU) instead of submitting it itself, and every submitter's from 16 on (or from this value, if larger); 0: always the worker (per device: /sys/block/loopN/rust_loop/nowait_max_depth). Default: 1",
         },
     },
 }

@@ -20,7 +20,8 @@
 //!   queued in the worker, or a write would first have to update the file's timestamps, or a
 //!   read its atime, or their task started the 32 requests before them on the hardware queue
 //!   with `nowait_max_depth` in flight (a single submitter's deep queue is handed to the
-//!   worker, which submits on another CPU);
+//!   worker, which submits on another CPU), or that depth and 16 were in flight whichever
+//!   tasks started them (many submitters' deep queues);
 //! - `nowait_max_depth` (writable): that depth (0: the worker submits every direct I/O);
 //! - `nowait_probes`: requests of one task in a row handed to the worker (one in 256) to find
 //!   out whether the task keeps submitting while they are in flight;
@@ -62,8 +63,9 @@ pub(crate) struct DevStats {
     pub(crate) nowait_skip_cmtime: AtomicU64,
     /// NOWAIT skipped: a read that would first update the file's atime.
     pub(crate) nowait_skip_atime: AtomicU64,
-    /// NOWAIT skipped: the submitter keeps a deep queue on the hardware queue (see
-    /// [`crate::device::QueueLoad`]), or [`crate::device::LoopDevice::nowait_max_depth`] is 0.
+    /// NOWAIT skipped: the submitter, or the submitters together, keep a deep queue on the
+    /// hardware queue (see [`crate::device::QueueLoad`]), or
+    /// [`crate::device::LoopDevice::nowait_max_depth`] is 0.
     pub(crate) nowait_skip_depth: AtomicU64,
     /// Requests handed to the worker to find out whether their task keeps submitting meanwhile.
     pub(crate) nowait_probes: AtomicU64,

@@ -445,7 +445,8 @@ unsafe extern "C" fn store_nr_hw_queues(
 }
 
 /// `echo N > /sys/block/loopN/rust_loop/nowait_max_depth`: the in-flight depth from which a
-/// single task's direct I/O goes to the worker, any time (the next request sees it). EINVAL
+/// single task's direct I/O goes to the worker (and every task's from 16 on, or from N if
+/// larger), any time (the next request sees it). EINVAL
 /// unless a `u32`.
 ///
 /// # Safety

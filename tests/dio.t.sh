@@ -155,6 +155,19 @@ t_dio_deep_queue_goes_to_worker() {
 	[ "$ios" -ge 1024 ] || fail "only $ios of 2048 QD32 reads were handed over for depth"
 	[ $(($(stat_of "$dev" worker_submissions) - worker)) -ge "$ios" ] ||
 		fail "the worker ran fewer reads than were handed to it"
+	# Several tasks: 8 jobs at QD16 keep the hardware queue deep (16 in flight), and the
+	# worker takes their reads; 4 jobs that wait for each read never have 16 in flight and
+	# keep the NOWAIT path.
+	skip=$(stat_of "$dev" nowait_skip_depth)
+	fio --name=mt --filename="$dev" --direct=1 --ioengine=libaio --iodepth=16 --rw=randread \
+		--bs=4k --size=64M --io_size=2M --numjobs=8 --output=/dev/null
+	ios=$(($(stat_of "$dev" nowait_skip_depth) - skip))
+	[ "$ios" -ge 2048 ] || fail "only $ios of 4096 reads of 8 jobs at QD16 were handed over for depth"
+	nowait=$(stat_of "$dev" nowait_completions)
+	fio --name=mt1 --filename="$dev" --direct=1 --ioengine=psync --rw=randread \
+		--bs=4k --size=64M --io_size=1M --numjobs=4 --output=/dev/null
+	ios=$(($(stat_of "$dev" nowait_completions) - nowait))
+	[ "$ios" -ge 920 ] || fail "only $ios of 1024 reads of 4 psync jobs took the NOWAIT path"
 	# 0: the worker submits every request, even one at a time.
 	echo 0 >"/sys/block/$n/rust_loop/nowait_max_depth"
 	nowait=$(stat_of "$dev" nowait_completions)
