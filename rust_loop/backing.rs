@@ -252,9 +252,8 @@ impl BackingFile {
     /// check `file_accessed` makes, erring towards yes, less the updates a `lazytime` mount
     /// records without blocking). A prediction: the answer can change at any time.
     pub(crate) fn atime_update_blocks(&self) -> bool {
-        // SAFETY: The file is open for as long as `self` exists; the helper only reads its
-        // flags, its mount's flags, its inode's timestamps and flags and its super block's
-        // flags and operations.
+        // SAFETY: The file is open for as long as `self` exists; the helper only reads fields
+        // of the file, its mount, its inode and its super block.
         unsafe { rust_loop_file_atime_update_blocks(self.as_raw().cast()) }
     }
 
