@@ -232,9 +232,10 @@ impl LoopCmd {
             }
         }
         if rq.op() == ReqOp::Read && io.file_is_reg && io.file.atime_update_blocks() {
-            // `touch_atime` ignores NOWAIT: on XFS the update is a transaction, which must not
-            // start in a submitter that may be inside its own (a user task holding an XFS
-            // transaction on a filesystem on this device reads metadata through `queue_rq`).
+            // `touch_atime` ignores NOWAIT: on XFS without lazytime (with it, the helper says
+            // no) the update is a transaction, which must not start in a submitter that may be
+            // inside its own (a user task holding an XFS transaction on a filesystem on this
+            // device reads metadata through `queue_rq`).
             return skipped(&dev.stats.nowait_skip_atime);
         }
         if io.file_is_reg && !io.file.has_dio_completion_wq() {
