@@ -6,6 +6,11 @@
 #
 #   RUST_LOOP_KVM=1    use /dev/kvm (off by default: guests hang under KVM on our machines)
 #   VM_CPUS, VM_MEM    guest size (default 2 CPUs, 4G)
+#   VM_BOOT_TIMEOUT    seconds the guest may take to start the command (default 300); a guest
+#                      that has not started it by then is killed and booted again, up to
+#                      VM_BOOT_TRIES times in all (default 3). A TCG guest here has been seen to
+#                      hang silently at boot, in virtme-ng-init's "waiting for udev to settle"
+#                      (debug kernel with a --disk, while another debug VM ran).
 #
 # The project directory is writable in the guest, so results written under it reach the host.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -34,12 +39,41 @@ fi
 for d in "${rwdirs[@]}"; do args+=(--rwdir "$d"); done
 for d in "${disks[@]}"; do args+=(--disk "$d"); done
 
-# The command's status travels through a file: the console may lose it.
+# The command's status travels through a file: the console may lose it. A second file tells
+# that the guest came up and started the command.
 status_file=$(mktemp "$ROOT/.vm-status.XXXXXX")
-trap 'rm -f "$status_file"' EXIT
+boot_file=$(mktemp "$ROOT/.vm-boot.XXXXXX")
+vng_pid=
+# shellcheck disable=SC2317 # called from the trap
+on_exit() {
+	[ -z "$vng_pid" ] || kill -TERM -- "-$vng_pid" 2>/dev/null || true
+	rm -f "$status_file" "$boot_file"
+}
+trap on_exit EXIT
 cmd=$(printf '%q ' "$@")
-say "vm: booting $(basename "$kdir") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem)"
-vng "${args[@]}" --exec "$cmd; echo \$? > $status_file" </dev/null || true
+boot_timeout=${VM_BOOT_TIMEOUT:-300} tries=${VM_BOOT_TRIES:-3}
+for ((try = 1; ; try++)); do
+	say "vm: booting $(basename "$kdir") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem)"
+	: >"$boot_file"
+	# Its own process group, so that a hung guest can be killed with everything vng started.
+	setsid vng "${args[@]}" --exec "echo up > $boot_file; $cmd; echo \$? > $status_file" </dev/null &
+	vng_pid=$!
+	for ((i = 0; i < boot_timeout; i++)); do
+		[ ! -s "$boot_file" ] && kill -0 "$vng_pid" 2>/dev/null || break
+		sleep 1
+	done
+	if [ -s "$boot_file" ] || ! kill -0 "$vng_pid" 2>/dev/null; then
+		wait "$vng_pid" || true
+		vng_pid=
+		break
+	fi
+	kill -TERM -- "-$vng_pid" 2>/dev/null || true
+	wait "$vng_pid" || true
+	vng_pid=
+	[ "$try" -lt "$tries" ] ||
+		die "vm: the guest did not start the command within ${boot_timeout} s, $tries times (VM_BOOT_TIMEOUT, VM_BOOT_TRIES)"
+	say "vm: the guest did not start the command within ${boot_timeout} s; killed, booting again (try $((try + 1)) of $tries)"
+done
 status=$(cat "$status_file" 2>/dev/null)
 [ -n "$status" ] || die "vm: the guest did not report an exit status (boot failure or crash; see the console above)"
 exit "$status"
