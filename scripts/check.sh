@@ -1,14 +1,44 @@
 #!/usr/bin/env bash
-# The test command: set-up, kernel, module, then tests/run.sh inside a VM.
+# The test command: set-up, the scripts' own tests on the host (tests/scripts/*.sh), kernel,
+# module, then tests/run.sh inside a VM.
 #
 #   scripts/check.sh [REGEX]     (make check; KERNEL=debug for the sanitizer kernel)
 #
-# Prints the guest's "N passed, N failed" as its last line and exits non-zero on any failure.
+# REGEX selects guest tests by "file/test" and host tests by "scripts/NAME". Prints "N passed,
+# N failed" over both as its last line (also into results/tests/summary, which .ci/run reads)
+# and exits non-zero on any failure.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
 if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ]; then
 	bash scripts/setup.sh
 fi
+
+# The scripts' own tests first: they need neither the kernel nor a VM, and fail fast. Their
+# output goes to results/tests/scripts.log; their failures are added to results/tests/failures
+# after the VM run (tests/run.sh starts that file afresh).
+say "tests: the scripts' tests on the host (tests/scripts)"
+mkdir -p results/tests
+: >results/tests/scripts.log
+host_passed=0 host_failed=0 host_failures=
+for t in tests/scripts/*.sh; do
+	[ -f "$t" ] || continue
+	name=scripts/$(basename "$t" .sh)
+	[[ "$name" =~ ${1:-.} ]] || continue
+	t0=$SECONDS rc=0
+	out=$(bash "$t" 2>&1 </dev/null) || rc=$?
+	{ echo "=== $name (rc=$rc)"; echo "$out"; } >>results/tests/scripts.log
+	if [ $rc = 0 ]; then
+		host_passed=$((host_passed + 1))
+		printf 'ok   %-50s %5ss\n' "$name" "$((SECONDS - t0))"
+	else
+		host_failed=$((host_failed + 1))
+		text=$(printf 'FAIL %-50s %5ss (rc=%s)\n' "$name" "$((SECONDS - t0))" "$rc"
+			echo "$out" | tail -n 15 | sed 's/^/     | /')
+		echo "$text"
+		host_failures+="$text"$'\n'
+	fi
+done
+
 bash scripts/kernel.sh >/dev/null
 say "module: building rust_loop.ko"
 log=$(mktemp)
@@ -41,6 +71,12 @@ status=0
 # 4 vCPUs: the multi-queue tests run 4 hardware queues (TCG runs them on however many host cores).
 VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda "${pass[@]}" bash tests/run.sh ||
 	status=$?
+[ -z "$host_failures" ] || printf '%s' "$host_failures" >>results/tests/failures
 summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
+# The host's tests count too: the summary file gets the sums, so that .ci/run adds them up.
+read -r guest_passed _ guest_failed _ <<<"$summary"
+summary="$((guest_passed + host_passed)) passed, $((guest_failed + host_failed)) failed"
+echo "$summary" >results/tests/summary
+[ "$host_failed" = 0 ] || [ "$status" != 0 ] || status=1
 echo "$summary"
 exit "$status"

@@ -56,7 +56,14 @@ for ((try = 1; ; try++)); do
 	say "vm: booting $(basename "$kdir") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem)"
 	: >"$boot_file"
 	# Its own process group, so that a hung guest can be killed with everything vng started.
-	setsid vng "${args[@]}" --exec "echo up > $boot_file; $cmd; echo \$? > $status_file" </dev/null &
+	# vng's stdout and stderr each go through a `cat`: virtme-ng has QEMU open
+	# /proc/self/fd/1 and /proc/self/fd/2 anew with O_TRUNC, which on a regular file
+	# (`make check >log 2>&1`, even with >>) erased everything printed before the VM started.
+	# A pipe cannot be truncated. The cats are in the process group too (killed with it), and
+	# this bash waits for them, so the output is complete once it has exited and no cat outlives
+	# it. fd 3 carries vng's stdout past the pipe that takes its stderr.
+	setsid bash -c '{ vng "$@" 2>&1 >&3 3>&- | cat >&2 3>&-; } 3>&1 | cat' vng "${args[@]}" \
+		--exec "echo up > $boot_file; $cmd; echo \$? > $status_file" </dev/null &
 	vng_pid=$!
 	for ((i = 0; i < boot_timeout; i++)); do
 		[ ! -s "$boot_file" ] && kill -0 "$vng_pid" 2>/dev/null || break

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Host-side test of scripts/vm.sh (no kernel, no VM; scripts/check.sh runs it before the VM):
+#
+#   bash tests/scripts/vm-output.sh
+#
+# virtme-ng hands QEMU "-chardev file,path=/proc/self/fd/1" and ".../fd/2", and QEMU opens those
+# paths anew with O_TRUNC: when the caller's stdout/stderr is a regular file (`make check >log
+# 2>&1`, with > or >>), everything printed before the VM started was erased. A stub vng that
+# does the same stands in for virtme-ng here. Checks: what was printed before and after vm.sh is
+# still in the log, with > and with >>, and with stdout and stderr in separate files; the guest's
+# output is there too; vm.sh exits with the command's status; a guest that never starts the
+# command is killed with everything vng started (no process keeps the log open afterwards).
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+# A kernel tree that passes check_kdir: with KDIR set, scripts/kernel.sh only checks it, and
+# vm.sh only hands its path to vng.
+kdir=$tmp/kernel
+mkdir -p "$kdir/rust"
+echo CONFIG_RUST=y >"$kdir/.config"
+touch "$kdir/Makefile" "$kdir/Module.symvers" "$kdir/rust/kernel.o"
+
+# The stubs go into $RUST_LOOP_CACHE/venv/bin, which common.sh puts first in PATH (that is where
+# the real vng lives).
+bin=$tmp/venv/bin
+mkdir -p "$bin"
+printf '#!/bin/sh\nexit 0\n' >"$bin/qemu-system-x86_64"
+cat >"$bin/vng" <<'EOF'
+#!/usr/bin/env python3
+# Stub vng: opens its stdout and stderr anew through /proc/self/fd with O_TRUNC, as QEMU does,
+# prints a console line, and runs the --exec command on them (in --cwd). STUB_VNG_HANG=1: a
+# guest hung at boot, which never starts the command.
+import os, subprocess, sys, time
+args = sys.argv[1:]
+cmd = args[args.index("--exec") + 1]
+cwd = args[args.index("--cwd") + 1] if "--cwd" in args else None
+out, err = (os.open(f"/proc/self/fd/{n}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC) for n in (1, 2))
+os.write(err, b"stub-console: booting\n")
+if os.environ.get("STUB_VNG_HANG") == "1":
+    time.sleep(600)
+subprocess.call(["bash", "-c", cmd], stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd)
+os.write(err, b"stub-console: power off\n")
+EOF
+chmod +x "$bin/vng" "$bin/qemu-system-x86_64"
+
+export RUST_LOOP_CACHE=$tmp KDIR=$kdir PATH="$bin:$PATH"
+unset RUST_LOOP_KVM VM_BOOT_TIMEOUT VM_BOOT_TRIES
+
+# shellcheck disable=SC2016 # expanded by the guest's sh
+guest_cmd=(sh -c 'echo guest-out; echo guest-err >&2; exit "$0"')
+# vm [ENV=VALUE]... -- STATUS: prints BEFORE-*, runs vm.sh with guest_cmd exiting STATUS, prints
+# AFTER-*; exits with vm.sh's status. Under a time limit: a hang fails the test, not the run.
+vm() {
+	local envs=()
+	while [ "$1" != -- ]; do envs+=("$1"); shift; done
+	echo BEFORE-out
+	echo BEFORE-err >&2
+	local rc=0
+	env "${envs[@]}" timeout -k 5 120 bash scripts/vm.sh -- "${guest_cmd[@]}" "$2" || rc=$?
+	echo AFTER-out
+	echo AFTER-err >&2
+	return "$rc"
+}
+# expect FILE LINE...: each LINE is a whole line of FILE.
+expect() {
+	local file=$1 line
+	shift
+	for line in "$@"; do
+		grep -qx -- "$line" "$file" || fail "'$line' missing from $(basename "$file")"
+	done
+}
+# A truncated file written on at the caller's old offset has a hole of NUL bytes.
+no_nul() { [ "$(tr -d '\000' <"$1" | wc -c)" = "$(wc -c <"$1")" ] || fail "$(basename "$1") has NUL bytes"; }
+# Nothing vm.sh started (vng, QEMU, a cat) may still write to FILE once it has returned.
+no_holders() {
+	local h
+	h=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "$1" 2>/dev/null || true)
+	[ -z "$h" ] || fail "processes still hold $(basename "$1") open: $h"
+}
+status_is() { [ "$1" = "$2" ] || fail "vm.sh exited with $1, not $2"; }
+
+echo "case 1: >log 2>&1, the command exits 3"
+log=$tmp/log1
+rc=0
+vm -- 3 >"$log" 2>&1 || rc=$?
+status_is "$rc" 3
+expect "$log" BEFORE-out BEFORE-err guest-out guest-err AFTER-out AFTER-err
+no_nul "$log"
+no_holders "$log"
+
+echo "case 2: >>log 2>&1 onto earlier content, the command exits 0"
+log=$tmp/log2
+echo EARLIER >"$log"
+rc=0
+vm -- 0 >>"$log" 2>&1 || rc=$?
+status_is "$rc" 0
+expect "$log" EARLIER BEFORE-out BEFORE-err guest-out guest-err AFTER-out AFTER-err
+no_nul "$log"
+no_holders "$log"
+
+echo "case 3: >out 2>>err (separate files)"
+out=$tmp/out3 err=$tmp/err3
+echo EARLIER >"$err"
+rc=0
+vm -- 5 >"$out" 2>>"$err" || rc=$?
+status_is "$rc" 5
+expect "$out" BEFORE-out guest-out AFTER-out
+expect "$err" EARLIER BEFORE-err AFTER-err
+no_nul "$out"
+no_nul "$err"
+
+echo "case 4: a guest that never starts the command, >log 2>&1"
+log=$tmp/log4
+rc=0
+vm STUB_VNG_HANG=1 VM_BOOT_TIMEOUT=1 VM_BOOT_TRIES=2 -- 0 >"$log" 2>&1 || rc=$?
+if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then
+	fail "vm.sh exited with $rc for a guest that never started the command"
+fi
+expect "$log" BEFORE-out BEFORE-err AFTER-out AFTER-err
+grep -q 'did not start the command within 1 s, 2 times' "$log" || fail "no watchdog message in the log"
+no_nul "$log"
+no_holders "$log"
+
+if [ "$failed" != 0 ]; then
+	for f in "$tmp"/log* "$tmp"/out* "$tmp"/err*; do
+		echo "--- $(basename "$f"):"
+		cat -v "$f"
+	done
+	exit 1
+fi
+echo "vm-output: all cases passed"
