@@ -311,6 +311,8 @@ extern "C" {
     fn rust_loop_task_flags_set(flags: core::ffi::c_uint) -> core::ffi::c_uint;
     fn rust_loop_task_flags_restore(old: core::ffi::c_uint, flags: core::ffi::c_uint);
     fn rust_loop_task_plugged() -> bool;
+    fn rust_loop_bio_list_take() -> *mut core::ffi::c_void;
+    fn rust_loop_bio_list_restore(list: *mut core::ffi::c_void);
     fn rust_loop_task_in_reclaim() -> bool;
     // `void *`: `struct request` contains zero-sized C members.
     fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
@@ -335,6 +337,47 @@ pub(crate) fn online_cpus() -> u32 {
 pub(crate) fn plugged() -> bool {
     // SAFETY: Reads a field of the current task.
     unsafe { rust_loop_task_plugged() }
+}
+
+/// While it lives, bios the current task submits are submitted at once, not deferred.
+///
+/// Inside `submit_bio` (direct issue, or a submitter that found every tag taken and runs the
+/// queue before it sleeps) the block layer queues the bios submitted meanwhile on
+/// `current->bio_list` and submits them only once the bio it is handling is done with, which
+/// may first wait for a tag of the very queue whose `queue_rq` is running. Backing I/O started
+/// from there must not wait on that list: what the worker waits for in the backing file system
+/// (XFS's sub-block writes wait for every direct I/O in flight on the file) could be held there
+/// by a task waiting for a tag that only the worker's progress frees.
+///
+/// # Invariants
+///
+/// `saved` is the list taken from the current task, put back on drop, on the same task (the
+/// value is neither `Send` nor kept beyond the scope that created it).
+pub(crate) struct UndeferredBios {
+    saved: *mut core::ffi::c_void,
+}
+
+impl UndeferredBios {
+    /// Takes the current task's deferred-bio list until the value is dropped.
+    pub(crate) fn new() -> Self {
+        // SAFETY: Reads and clears a field of the current task; `drop` puts it back.
+        let saved = unsafe { rust_loop_bio_list_take() };
+        // INVARIANT: taken from the current task just now.
+        Self { saved }
+    }
+
+    /// Whether the task was inside `submit_bio` (it had a deferred-bio list).
+    pub(crate) fn was_deferring(&self) -> bool {
+        !self.saved.is_null()
+    }
+}
+
+impl Drop for UndeferredBios {
+    fn drop(&mut self) {
+        // SAFETY: Puts back the list taken from this same task (type invariant); any nested
+        // `submit_bio` has cleared it again on return.
+        unsafe { rust_loop_bio_list_restore(self.saved) }
+    }
 }
 
 /// Whether the current task is reclaiming memory or must not recurse into I/O for it

@@ -135,6 +135,7 @@ impl LoopCmd {
         // SAFETY: The worker owns the command; `queue_to_worker` stored the value before queueing.
         let _cgroups = unsafe { (*self.cgroups.get()).take() }.map(IoCgroups::enter);
         dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
+        dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
         let Some(io) = dev.io_backing() else {
             if rq.op() == ReqOp::Write {
                 dev.stats
@@ -298,6 +299,12 @@ impl LoopCmd {
         // `queue_rq` of a BLOCKING tag set runs inside the set's SRCU read section, which a
         // queue freeze + quiesce waits for (lockdep: srcu -> fs_reclaim -> q_usage_counter).
         let _noio = crate::blk::TaskFlags::set(bindings::PF_MEMALLOC_NOIO);
+        // The backing file's bios go out before `queue_rq` returns, never onto the list of a
+        // submitter that may then sleep waiting for one of our tags (issue 20's deadlock).
+        let undeferred = crate::blk::UndeferredBios::new();
+        if undeferred.was_deferring() {
+            dev.stats.nowait_undeferred.fetch_add(1, Ordering::Relaxed);
+        }
         match self.submit_dio(dev, io, rq, true) {
             DioSubmit::Queued => true,
             DioSubmit::Again => {
@@ -336,6 +343,7 @@ impl LoopCmd {
             *self.cgroup_worker.get() = claim;
             (*self.cgroup_worker.get()).as_ref()
         };
+        dev.stats.worker_queued.fetch_add(1, Ordering::Relaxed);
         match claim {
             Some(c) => c.get().worker.queue(&self.work),
             None => queue.worker.queue(&self.work),
@@ -424,6 +432,7 @@ impl LoopCmd {
             st.write_started = true;
         }
         self.refs.store(2, Ordering::Relaxed);
+        dev.stats.backing_inflight.fetch_add(1, Ordering::Relaxed);
         let ret = io.file.rw_kiocb(dir, &mut st.iocb, &mut iter);
         if ret == EAGAIN && nowait {
             // Refused at once: `ki_complete` will not run. Undo and let the worker retry.
@@ -435,6 +444,7 @@ impl LoopCmd {
             }
             st.bvecs = None;
             self.refs.store(0, Ordering::Relaxed);
+            dev.stats.backing_inflight.fetch_sub(1, Ordering::Relaxed);
             return DioSubmit::Again;
         }
         self.put_ref(dev, rq);
@@ -474,6 +484,7 @@ impl LoopCmd {
         if self.refs.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
         }
+        dev.stats.backing_inflight.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: Both references are gone: nobody else touches the submission state.
         let st = unsafe { &mut *self.dio.get() };
         st.bvecs = None;

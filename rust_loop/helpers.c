@@ -202,6 +202,26 @@ bool rust_loop_task_plugged(void)
 	return current->plug != NULL;
 }
 
+/*
+ * Takes the current task's deferred-bio list (current->bio_list, set inside submit_bio() by
+ * __submit_bio_noacct_mq()), so that bios submitted until rust_loop_bio_list_restore() are
+ * submitted at once instead of waiting on that list until the bio the task is handling is done
+ * with, which may first wait for a tag of our own queue. Returns the list to restore (or NULL).
+ */
+void *rust_loop_bio_list_take(void)
+{
+	struct bio_list *list = current->bio_list;
+
+	current->bio_list = NULL;
+	return list;
+}
+
+/* Puts back the list rust_loop_bio_list_take() returned. */
+void rust_loop_bio_list_restore(void *list)
+{
+	current->bio_list = list;
+}
+
 /* f_bsize of the filesystem holding @file (struct kstatfs is opaque to bindgen), or 0. */
 unsigned long rust_loop_statfs_bsize(struct file *file)
 {

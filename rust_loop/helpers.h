@@ -17,6 +17,8 @@ unsigned long rust_loop_stack_remaining(void);
 unsigned int rust_loop_task_flags_set(unsigned int flags);
 void rust_loop_task_flags_restore(unsigned int old, unsigned int flags);
 bool rust_loop_task_plugged(void);
+void *rust_loop_bio_list_take(void);
+void rust_loop_bio_list_restore(void *list);
 bool rust_loop_task_in_reclaim(void);
 unsigned long rust_loop_statfs_bsize(struct file *file);
 bool rust_loop_file_cmtime_update_blocks(struct file *file);

@@ -109,7 +109,8 @@ pub(crate) fn dispatch(
             check_writer(mode)?;
             dev.set_direct_io(arg != 0)
         }
-        _ => Err(ENOTTY),
+        // As loop.c's `lo_simple_ioctl`: an unknown command on a loop device is EINVAL.
+        _ => Err(EINVAL),
     }
 }
 

@@ -26,7 +26,12 @@
 //! - `nowait_probes`: requests of one task in a row handed to the worker (one in 256) to find
 //!   out whether the task keeps submitting while they are in flight;
 //! - `nr_hw_queues` (writable while the device is unbound): hardware queues and worker threads;
-//! - `hw_queue_requests`: requests started on each hardware queue.
+//! - `hw_queue_requests`: requests started on each hardware queue;
+//! - `nowait_undeferred`: NOWAIT submissions made inside the submitter's `submit_bio`, whose
+//!   backing bios were sent at once rather than deferred on its `bio_list`;
+//! - `worker_queued`, `backing_inflight` (gauges): commands queued to a worker that has not
+//!   started them yet, and direct-I/O kiocbs submitted to the backing file and not yet
+//!   completed (where a device's requests are, when it looks stuck).
 
 use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64};
 
@@ -49,6 +54,9 @@ pub(crate) struct DevStats {
     pub(crate) write_bytes: AtomicU64,
     /// NOWAIT skipped: `current->journal_info` was set.
     pub(crate) nowait_skip_journal: AtomicU64,
+    /// NOWAIT submissions from inside the submitter's `submit_bio`, whose bios the backing
+    /// file's were kept from waiting behind ([`crate::blk::UndeferredBios`]).
+    pub(crate) nowait_undeferred: AtomicU64,
     /// NOWAIT skipped: not enough kernel stack left.
     pub(crate) nowait_skip_stack: AtomicU64,
     /// NOWAIT skipped: rq-qos policies on the queue.
@@ -69,6 +77,10 @@ pub(crate) struct DevStats {
     pub(crate) nowait_skip_depth: AtomicU64,
     /// Requests handed to the worker to find out whether their task keeps submitting meanwhile.
     pub(crate) nowait_probes: AtomicU64,
+    /// Commands queued to a worker and not yet started by it.
+    pub(crate) worker_queued: AtomicU32,
+    /// Direct-I/O kiocbs submitted to the backing file and not yet completed.
+    pub(crate) backing_inflight: AtomicU32,
     /// Writes queued to the worker and not yet submitted by it (steers writes away from NOWAIT
     /// while the backing file is allocating).
     pub(crate) worker_writes_pending: AtomicU32,

@@ -96,6 +96,8 @@ static WRITE_BYTES: KernelOwned<bindings::device_attribute> =
 
 static SKIP_JOURNAL: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_journal", show_skip_journal);
+static UNDEFERRED: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"nowait_undeferred", show_undeferred);
 static SKIP_STACK: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_stack", show_skip_stack);
 static SKIP_RQQOS: KernelOwned<bindings::device_attribute> =
@@ -127,7 +129,12 @@ static NR_HW_QUEUES: KernelOwned<bindings::device_attribute> =
 static HW_QUEUE_REQUESTS: KernelOwned<bindings::device_attribute> =
     ro_attr(c"hw_queue_requests", show_hw_queue_requests);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 21]> = KernelOwned(UnsafeCell::new([
+static WORKER_QUEUED: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"worker_queued", show_worker_queued);
+static BACKING_INFLIGHT: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"backing_inflight", show_backing_inflight);
+
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 24]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -136,6 +143,7 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 21]> = KernelOwned(Un
     READ_BYTES.get().cast(),
     WRITE_BYTES.get().cast(),
     SKIP_JOURNAL.get().cast(),
+    UNDEFERRED.get().cast(),
     SKIP_STACK.get().cast(),
     SKIP_RQQOS.get().cast(),
     SKIP_CGROUP.get().cast(),
@@ -148,6 +156,8 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 21]> = KernelOwned(Un
     NOWAIT_MAX_DEPTH.get().cast(),
     NR_HW_QUEUES.get().cast(),
     HW_QUEUE_REQUESTS.get().cast(),
+    WORKER_QUEUED.get().cast(),
+    BACKING_INFLIGHT.get().cast(),
     core::ptr::null_mut(),
 ]));
 
@@ -312,6 +322,18 @@ show_value!(show_nowait_completions, |lo| lo
 show_value!(show_nowait_eagain, |lo| lo
     .stats
     .nowait_eagain
+    .load(Ordering::Relaxed));
+show_value!(show_undeferred, |lo| lo
+    .stats
+    .nowait_undeferred
+    .load(Ordering::Relaxed));
+show_value!(show_worker_queued, |lo| lo
+    .stats
+    .worker_queued
+    .load(Ordering::Relaxed));
+show_value!(show_backing_inflight, |lo| lo
+    .stats
+    .backing_inflight
     .load(Ordering::Relaxed));
 show_value!(show_worker_submissions, |lo| lo
     .stats

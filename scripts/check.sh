@@ -53,6 +53,21 @@ make -s -C "$kdir" M="$ROOT/tests/kmod" LLVM="$(kernel_llvm "$kdir")" modules >&
 say "tests: building the 32-bit compat ioctl program (tests/compat)"
 gcc -m32 -static -O2 -Wall -o tests/compat/loop32 tests/compat/loop32.c ||
 	die "building tests/compat/loop32 failed (needs gcc-multilib: scripts/setup.sh installs it)"
+# aio-stress, the load of fstests' generic/113 (tests/dio-hang), compiled from the fstests
+# snapshot in ../shared/third_party (its source is not copied into the project).
+say "tests: building aio-stress from the fstests snapshot (tests/dio-hang)"
+fstests_tar=$(ls "$ROOT"/../shared/third_party/fstests-*.tar.gz 2>/dev/null | head -n 1)
+[ -n "$fstests_tar" ] || die "no fstests snapshot in $ROOT/../shared/third_party (see ../shared/README.md)"
+aio_dir=$CACHE/aio-stress-$(sha256sum "$fstests_tar" | cut -c1-12)
+if [ ! -x "$aio_dir/aio-stress" ]; then
+	rm -rf "$aio_dir" && mkdir -p "$aio_dir"
+	tar -xzf "$fstests_tar" -C "$aio_dir" --wildcards --no-anchored 'ltp/aio-stress.c' ||
+		die "ltp/aio-stress.c not found in $fstests_tar"
+	gcc -O2 -w -o "$aio_dir/aio-stress.tmp" "$(find "$aio_dir" -name aio-stress.c | head -n 1)" -laio -lpthread ||
+		die "building aio-stress failed (needs libaio-dev: scripts/setup.sh installs it)"
+	mv "$aio_dir/aio-stress.tmp" "$aio_dir/aio-stress"
+fi
+cp "$aio_dir/aio-stress" tests/aio-stress
 
 mkdir -p results/tests
 rm -f results/tests/summary

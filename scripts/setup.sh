@@ -23,6 +23,10 @@ APT_PKGS=(
 	strace jq
 	# the 32-bit test program for the compat ioctls (tests/compat)
 	gcc-multilib
+	# aio-stress (fstests' generic/113 load, tests/dio-hang), built from the fstests snapshot
+	libaio-dev
+	# backing file systems of the data-path tests
+	btrfs-progs
 )
 
 sources=/etc/apt/sources.list.d/rust-loop.sources

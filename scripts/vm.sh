@@ -30,7 +30,9 @@ command -v vng >/dev/null || die "vng (virtme-ng) not found: run scripts/setup.s
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found: run scripts/setup.sh"
 
 kdir=$(bash "$ROOT/scripts/kernel.sh")
-args=(--run "$kdir" --force-9p --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT")
+# A large kernel log: a hang's task dump (sysrq-w, hundreds of blocked kworkers) must not
+# overwrite what came before it.
+args=(--run "$kdir" --force-9p --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
 if [ "${RUST_LOOP_KVM:-0}" = 1 ]; then
 	[ -w /dev/kvm ] || die "RUST_LOOP_KVM=1 but /dev/kvm is not usable"
 else

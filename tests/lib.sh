@@ -167,10 +167,47 @@ cleanup_loops() {
 free_loop() { losetup -f; }
 # bounded SECONDS COMMAND...: runs COMMAND with its output in $T/bounded.out; fails if it does
 # not finish within SECONDS (a request the driver never completes leaves the process in D state,
-# where no signal reaches it: the test must fail rather than hang the run).
+# where no signal reaches it: the test must fail rather than hang the run), after dumping the
+# blocked tasks and the loop devices' state (bounded_dump).
 bounded() {
-	local secs=$1 pid i rc
+	local secs=$1
 	shift
+	bounded_dump "$secs" "$(cd /sys/block && ls -d loop* 2>/dev/null | xargs)" "$@"
+}
+# dump_hang [DEV...]: what a hang leaves behind, for the test's output: the blocked tasks'
+# stacks (sysrq-w into the kernel log, then read back), and per device the blk-mq state
+# (debugfs: hctx busy/dispatch/tags) and rust_loop's counters.
+dump_hang() {
+	local d h f
+	echo "--- blocked tasks (sysrq-w) ---"
+	echo "rust_loop-tests: dump_hang" >/dev/kmsg 2>/dev/null || true
+	echo w >/proc/sysrq-trigger 2>/dev/null || true
+	sleep 1
+	dmesg 2>/dev/null | sed -n '/rust_loop-tests: dump_hang/,$p' | sed 's/^/  | /' | head -n 800
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2>/dev/null || true
+	for d in "$@"; do
+		d=$(basename "$d")
+		echo "--- $d: blk-mq state ---"
+		for h in /sys/kernel/debug/block/"$d"/hctx*; do
+			[ -d "$h" ] || continue
+			for f in state busy dispatch tags ctx_map; do
+				[ -r "$h/$f" ] && { echo "$(basename "$h")/$f:"; head -n 40 "$h/$f" 2>/dev/null | sed 's/^/    /'; }
+			done
+		done
+		[ -r "/sys/kernel/debug/block/$d/state" ] && echo "state: $(cat "/sys/kernel/debug/block/$d/state")"
+		echo "inflight: $(cat "/sys/block/$d/inflight" 2>/dev/null)"
+		if [ -d "/sys/block/$d/rust_loop" ]; then
+			for f in /sys/block/"$d"/rust_loop/*; do
+				echo "  $(basename "$f") = $(cat "$f" 2>/dev/null)"
+			done
+		fi
+	done
+}
+# bounded_dump SECONDS "DEV..." COMMAND...: as bounded, but a hang first dumps the blocked
+# tasks and the state of the devices (dump_hang).
+bounded_dump() {
+	local secs=$1 dev=$2 pid i rc
+	shift 2
 	"$@" >"$T/bounded.out" 2>&1 </dev/null &
 	pid=$!
 	for ((i = 0; i < secs * 10; i++)); do
@@ -182,5 +219,7 @@ bounded() {
 		fi
 		sleep 0.1
 	done
-	fail "'$*' did not finish within ${secs}s (stuck in the kernel?): $(cat /proc/$pid/stack 2>/dev/null | head -8 | tr '\n' ' ')"
+	# shellcheck disable=SC2086 # one argument per device
+	dump_hang $dev >&2
+	fail "'$*' did not finish within ${secs}s (stuck in the kernel?)"
 }

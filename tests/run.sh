@@ -87,13 +87,29 @@ while read -r file name; do
 			source "$1"
 			"$2"' _ "$file" "$name" >"$RESULTS/.out" 2>&1 </dev/null
 		rc=$?
+		if [ $rc = 124 ] || [ $rc = 137 ]; then
+			# Timed out: whatever hung is still blocked; keep its stacks and the loop devices'
+			# blk-mq state and counters (also in $RESULTS/hang-<file>-<test>.log).
+			(source "$ROOT/tests/lib.sh"
+				# shellcheck disable=SC2046 # one argument per device
+				dump_hang $(ls /sys/block | grep '^loop')) >"$RESULTS/hang-${full//\//-}.log" 2>&1
+			tail -n 400 "$RESULTS/hang-${full//\//-}.log" >>"$RESULTS/.out"
+		fi
 		out=$(cat "$RESULTS/.out")
 		secs=$(echo "$(date +%s.%N) - $start" | bc)
 		# Whatever the test left behind: mounts under /tmp/rust-loop*, bound loop devices.
-		for m in $(awk '$2 ~ "^/tmp/rust-loop" {print $2}' /proc/mounts | sort -r); do
+		# With a deadline: after a deadlock, detaching a device with stuck requests never returns
+		# (the test has failed already; the runner must go on to report it).
+		(for m in $(awk '$2 ~ "^/tmp/rust-loop" {print $2}' /proc/mounts | sort -r); do
 			umount -l "$m" 2>/dev/null || true
 		done
-		losetup -D 2>/dev/null || true
+		losetup -D 2>/dev/null || true) &
+		cleanup_pid=$!
+		for _ in $(seq 300); do kill -0 $cleanup_pid 2>/dev/null || break; sleep 0.1; done
+		if kill -0 $cleanup_pid 2>/dev/null; then
+			out="$out
+runner: the clean-up after this test is stuck (devices left bound)"
+		fi
 		kmsg=$(dmesg)
 		{ echo "=== $full"; echo "$kmsg"; } >>"$RESULTS/dmesg.log"
 		{ echo "=== $full (rc=$rc)"; echo "$out"; } >>"$RESULTS/tests.log"
