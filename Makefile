@@ -6,6 +6,7 @@
 #   make run             main job: build, boot a VM, attach an image with --direct-io=on, mkfs, fio
 #   make check           the test suite in a VM (KERNEL=debug for the sanitizer kernel)
 #   make bench           the benchmark (see BENCHMARKS.md)
+#   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (README "fstests")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
 #   make fmt | fmtcheck | clippy | clean
 
@@ -24,7 +25,7 @@ LLVM_CMD = $$(bash -c 'source scripts/common.sh; kernel_llvm "$$0"' "$$kdir")
 # -Dwarnings: the module build must stay free of warnings.
 MODFLAGS = KRUSTFLAGS=-Dwarnings
 
-.PHONY: all modules clean setup kernel run check bench fmt fmtcheck clippy
+.PHONY: all modules clean setup kernel run check bench fstests fmt fmtcheck clippy
 
 all: modules
 
@@ -54,6 +55,9 @@ check:
 
 bench:
 	bash scripts/bench.sh
+
+fstests:
+	bash scripts/fstests.sh
 
 RUSTFMT = rustfmt --edition 2021 --config-path "$$(bash -c 'source scripts/common.sh; kernel_src')/.rustfmt.toml"
 

@@ -8,7 +8,9 @@
 # gains a WARNING, BUG, Oops, KASAN, UBSAN, lockdep, hung-task or duplicate-sysfs-name report
 # while it runs. The last line printed is "N passed, N failed"; the exit status is non-zero when
 # any test failed.
-# A test may ask for a longer time limit than TEST_TIMEOUT with a function timeout_<name>.
+# A test may ask for a longer time limit than TEST_TIMEOUT with a function timeout_<name>. A test
+# that runs past its limit is killed after its blocked tasks (sysrq-w), the loop devices' blk-mq
+# state and counters are saved to $RESULTS/hang-<file>-<test>.log (tests/lib.sh: dump_hang).
 # TEST_BUDGET=SECONDS (optional, for CI): no test starts once that much time has passed since
 # the runner started; the tests left out are listed as skipped (not counted as passed).
 # TEST_PRIORITY=REGEX (optional): the tests it matches run before the others.

@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# fstests (xfstests) on file systems on loop devices, in a VM: rust_loop and the C loop.ko.
+#
+#   scripts/fstests.sh          (make fstests)
+#   FSTESTS_LIST="generic/013 generic/113" FSTESTS_DRIVERS=rust_loop FSTESTS_FS=xfs scripts/fstests.sh
+#
+# On the host (idempotent): the Debian packages fstests builds with and runs with, its users and
+# groups (fsgqa, fsgqa2, 123456-fsgqa; the guest shares the host's /etc), and fstests itself,
+# built from the snapshot in ../shared/third_party (CI has no network but the package registries;
+# nothing is downloaded) into $CACHE/fstests-<tarball hash>, marked built by .rust-loop-built.
+# Then the kernel and rust_loop.ko, and a VM with a sparse scratch disk (/dev/vda) that runs
+# scripts/guest-fstests.sh: per driver (FSTESTS_DRIVERS) and file system under test (FSTESTS_FS)
+# two backing files on the scratch disk's file system (FSTESTS_BACKING) become TEST_DEV and
+# SCRATCH_DEV through `losetup --direct-io=$FSTESTS_DIO`, and fstests' ./check runs each test of
+# FSTESTS_LIST, FSTESTS_ITER times, each run under a time limit (see the guest script for the
+# hang dumps).
+#
+#   FSTESTS_DRIVERS   "rust_loop loop"   drivers, one after the other in the same boot
+#   FSTESTS_FS        "xfs ext4"         file systems under test (FSTYP; btrfs works too)
+#   FSTESTS_LIST      "generic/013 generic/113"   fstests tests (names, not groups)
+#   FSTESTS_ITER      1                  ./check runs of each test (up to the first that fails)
+#   FSTESTS_BACKING   xfs                file system of the scratch disk (xfs or ext4)
+#   FSTESTS_BACKING_OPTS ""              its mount options (e.g. lazytime)
+#   FSTESTS_DIO       on                 losetup --direct-io=on|off
+#   FSTESTS_TIMEOUT   900                seconds per ./check run before it counts as hung
+#   FSTESTS_SYSRQ_T   0                  1: a hang also dumps every task (sysrq t), not only
+#                                        the blocked ones (sysrq w)
+#   FSTESTS_DISK_SIZE 12G                the scratch disk (sparse)
+#   FSTESTS_FILE_SIZE 3G                 each backing file (sparse)
+#   FSTESTS_DEADLINE  (computed)         seconds after which the host kills the VM: by default
+#                                        the boot's limit + every run's limit + a margin
+#
+# Results in results/fstests/ (see README "fstests"). The last line is "N passed, N failed"
+# (a test that did not run on a driver, _notrun, is neither); the exit status is non-zero on a
+# failure, a hang, a guest error, or when nothing passed.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$ROOT"
+
+FSTESTS_TARBALL=${FSTESTS_TARBALL:-$(cd "$ROOT/.." && pwd)/shared/third_party/fstests-63a29724.tar.gz}
+FSTESTS_DRIVERS=${FSTESTS_DRIVERS:-rust_loop loop}
+FSTESTS_FS=${FSTESTS_FS:-xfs ext4}
+FSTESTS_LIST=${FSTESTS_LIST:-generic/013 generic/113}
+FSTESTS_ITER=${FSTESTS_ITER:-1}
+FSTESTS_TIMEOUT=${FSTESTS_TIMEOUT:-900}
+export FSTESTS_DRIVERS FSTESTS_FS FSTESTS_LIST FSTESTS_ITER FSTESTS_TIMEOUT
+[[ "$FSTESTS_ITER" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_ITER must be a positive number"
+[[ "$FSTESTS_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_TIMEOUT must be a number of seconds"
+[[ "${FSTESTS_DEADLINE:-1}" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_DEADLINE must be a number of seconds"
+case "${FSTESTS_DIO:-on}" in on | off) ;; *) die "FSTESTS_DIO must be on or off" ;; esac
+for d in $FSTESTS_DRIVERS; do
+	case "$d" in rust_loop | loop) ;; *) die "FSTESTS_DRIVERS: unknown driver '$d' (rust_loop, loop)" ;; esac
+done
+
+# What fstests builds with (the list in ../shared/README.md, plus libcap and gdbm's ndbm for the
+# tests that want them) and what its tests run (fsstress/fsx are its own; xfs_io, mkfs.*,
+# xfs_repair and fio come from scripts/setup.sh's list).
+FSTESTS_PKGS=(
+	build-essential autoconf automake libtool-bin pkg-config
+	xfslibs-dev uuid-dev libattr1-dev libacl1-dev libaio-dev liburing-dev libgdbm-dev
+	libgdbm-compat-dev libcap-dev
+	attr acl quota bc psmisc gawk uuid-runtime xfsdump xfsprogs e2fsprogs btrfs-progs fio
+)
+
+# Installs the missing packages, in scripts/setup.sh's way.
+fstests_packages() {
+	local missing=() p
+	for p in "${FSTESTS_PKGS[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	[ "$(id -u)" = 0 ] || die "fstests needs these packages (run as root to install them): ${missing[*]}"
+	if [ ! -f /var/lib/apt/periodic/rust-loop-updated ]; then
+		say "apt-get update"
+		apt-get update -q || die "apt-get update failed: check the network"
+		mkdir -p /var/lib/apt/periodic && touch /var/lib/apt/periodic/rust-loop-updated
+	fi
+	say "apt-get install ${missing[*]}"
+	# Waits for the dpkg lock rather than failing when another set-up is installing.
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+		-o DPkg::Lock::Timeout=600 "${missing[@]}" ||
+		die "apt-get install failed for: ${missing[*]} (see the apt output above)"
+}
+
+# The users and groups some tests switch to (fstests' README). The guest sees the host's /etc.
+fstests_users() {
+	local u opts
+	for u in fsgqa fsgqa2 123456-fsgqa; do
+		getent passwd "$u" >/dev/null && continue
+		say "fstests: adding user $u"
+		# useradd makes a group of the user's name, unless one exists already.
+		opts=(-m)
+		! getent group "$u" >/dev/null || opts+=(-g "$u")
+		# A name starting with a digit needs --badname on newer shadow versions.
+		useradd "${opts[@]}" "$u" 2>/dev/null || useradd "${opts[@]}" --badname "$u" ||
+			die "useradd $u failed"
+	done
+	getent group fsgqa >/dev/null || groupadd fsgqa || die "groupadd fsgqa failed"
+}
+
+# Builds fstests from the tarball in $CACHE/fstests-<hash>/src (once: a cache hit rebuilds
+# nothing) and prints the path of fstests.tar, the built tree without its objects (21 MB) that
+# the guest unpacks into its tmpfs: a copy of the tree's 5000 files over 9p takes minutes there.
+fstests_build() {
+	local hash dir
+	[ -f "$FSTESTS_TARBALL" ] || die "fstests snapshot not found: $FSTESTS_TARBALL (FSTESTS_TARBALL)"
+	hash=$(sha256sum "$FSTESTS_TARBALL" | cut -c1-12)
+	dir="$CACHE/fstests-$hash"
+	mkdir -p "$CACHE"
+	# One build at a time: a second caller waits, then finds the finished build.
+	exec 8>"$dir.lock"
+	flock 8
+	if [ -f "$dir/.rust-loop-built" ] && [ -f "$dir/fstests.tar" ]; then
+		say "fstests: cache hit ($dir)"
+	else
+		say "fstests: building $(basename "$FSTESTS_TARBALL") in $dir (about a minute)"
+		rm -rf "$dir" && mkdir -p "$dir/src"
+		# A git archive without a top directory.
+		tar -xzf "$FSTESTS_TARBALL" -C "$dir/src" || die "extracting $FSTESTS_TARBALL failed"
+		[ -f "$dir/src/check" ] || die "no fstests 'check' script at the top of $FSTESTS_TARBALL"
+		make -C "$dir/src" -j"$(nproc)" >"$dir/build.log" 2>&1 ||
+			{ tail -n 30 "$dir/build.log" >&2; die "building fstests failed (log: $dir/build.log)"; }
+		[ -x "$dir/src/ltp/fsstress" ] && [ -x "$dir/src/ltp/fsx" ] && [ -x "$dir/src/ltp/aio-stress" ] ||
+			die "fstests build incomplete: no ltp/fsstress, ltp/fsx or aio-stress (log: $dir/build.log)"
+		tar -C "$dir/src" --exclude='*.o' --exclude=autom4te.cache -cf "$dir/fstests.tar" . ||
+			die "packing $dir/fstests.tar failed"
+		touch "$dir/.rust-loop-built"
+	fi
+	exec 8>&-
+	echo "$dir/fstests.tar"
+}
+
+if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ]; then
+	bash scripts/setup.sh
+fi
+fstests_packages
+[ "$(id -u)" != 0 ] || fstests_users
+fst=$(fstests_build)
+[ "${FSTESTS_BUILD_ONLY:-0}" = 0 ] || exit 0
+
+bash scripts/kernel.sh >/dev/null
+if [[ " $FSTESTS_DRIVERS " == *" rust_loop "* ]]; then
+	say "module: building rust_loop.ko"
+	make -s modules >&2 || die "module build failed"
+fi
+
+res=$ROOT/results/fstests
+rm -rf "$res" && mkdir -p "$res"
+# The scratch disk (/dev/vda in the guest) holds the backing files; sparse, zeroed for every
+# run, one per checkout so that two checkouts can run at the same time.
+scratch=${SCRATCH_IMG:-$CACHE/fstests-scratch-$(printf %s "$ROOT" | sha256sum | cut -c1-8).img}
+rm -f "$scratch" && truncate -s "${FSTESTS_DISK_SIZE:-12G}" "$scratch"
+trap 'rm -f "$scratch"' EXIT
+
+# Every combination, in the guest's order: what the table lists.
+planned=()
+for d in $FSTESTS_DRIVERS; do for f in $FSTESTS_FS; do for t in $FSTESTS_LIST; do
+	planned+=("$t	$f	$d")
+done; done; done
+# The VM's own deadline, for a guest that cannot end a hung test or shut down: the boot, each
+# test's limit plus a few minutes of ./check's own set-up and clean-up, each driver/fs pair's
+# mkfs and detach.
+n_pairs=$(($(wc -w <<<"$FSTESTS_DRIVERS") * $(wc -w <<<"$FSTESTS_FS")))
+deadline=${FSTESTS_DEADLINE:-$((${VM_BOOT_TIMEOUT:-300} * ${VM_BOOT_TRIES:-3} +
+	${#planned[@]} * (FSTESTS_TIMEOUT * FSTESTS_ITER + 180) + n_pairs * 180 + 300))}
+
+pass=()
+for v in FSTESTS_DRIVERS FSTESTS_FS FSTESTS_LIST FSTESTS_ITER FSTESTS_TIMEOUT FSTESTS_BACKING FSTESTS_BACKING_OPTS \
+	FSTESTS_DIO FSTESTS_SYSRQ_T FSTESTS_FILE_SIZE; do
+	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
+done
+say "fstests: ${#planned[@]} runs (drivers: $FSTESTS_DRIVERS; fs: $FSTESTS_FS; tests: $FSTESTS_LIST; x$FSTESTS_ITER)," \
+	"${FSTESTS_TIMEOUT}s limit per ./check, VM deadline ${deadline}s"
+status=0
+# -k: vm.sh kills the guest (its EXIT trap) when timeout's TERM reaches it.
+timeout -k 60 "$deadline" bash scripts/vm.sh --disk "$scratch" -- \
+	env FSTESTS_SRC="$fst" SCRATCH_DEV=/dev/vda "${pass[@]}" bash scripts/guest-fstests.sh || status=$?
+[ "$status" != 124 ] || say "fstests: the VM did not finish within ${deadline}s: killed"
+
+# A test the VM died or was killed in (it records "current" before each test).
+if [ -s "$res/current" ]; then
+	IFS=$'\t' read -r t f d started <"$res/current"
+	printf '%s\t%s\t%s\tfail\t%s\t-\t-\t-\t%s\n' "$t" "$f" "$d" "$(($(date +%s) - started))" \
+		"the VM died or was killed during the test (status $status)" >>"$res/verdicts.tsv"
+	rm -f "$res/current"
+fi
+touch "$res/verdicts.tsv"
+# The table: every planned run, "notrun" with a note when the guest never reached it.
+{
+	printf '%-16s %-6s %-10s %-7s %6s %10s %10s %8s  %s\n' test fs driver verdict seconds \
+		nowait_ok worker eagain note
+	for p in "${planned[@]}"; do
+		line=$(awk -F'\t' -v k="$p" '$1 "\t" $2 "\t" $3 == k' "$res/verdicts.tsv" | tail -1)
+		[ -n "$line" ] || line="$p	notrun	-	-	-	-	not reached (an earlier hang, a guest error or the VM deadline)"
+		IFS=$'\t' read -r t f d v s nc ws ea note <<<"$line"
+		printf '%-16s %-6s %-10s %-7s %6s %10s %10s %8s  %s\n' "$t" "$f" "$d" "$v" "$s" "$nc" "$ws" "$ea" "$note"
+	done
+} >"$res/table"
+passed=$(awk '$4 == "pass"' "$res/table" | wc -l)
+failed=$(awk '$4 == "fail"' "$res/table" | wc -l)
+cat "$res/table"
+echo "(nowait_ok, worker, eagain: rust_loop's nowait_completions, worker_submissions and nowait_eagain" \
+	"during the test, TEST_DEV + SCRATCH_DEV; results and evidence in results/fstests/)"
+if [ "$status" != 0 ] && [ "$failed" = 0 ]; then
+	echo "the guest run failed (status $status): see results/fstests/guest.log and the console above"
+elif [ "$passed" = 0 ] && [ "$failed" = 0 ]; then
+	echo "nothing passed: no test ran (see the notes above)"
+fi
+echo "$passed passed, $failed failed" | tee "$res/summary"
+[ "$status" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]

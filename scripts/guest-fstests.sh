@@ -1,0 +1,380 @@
+#!/usr/bin/env bash
+# The guest half of scripts/fstests.sh (runs inside the VM as root): fstests on loop devices.
+#
+# For each driver of FSTESTS_DRIVERS (rust_loop: insmod rust_loop.ko; loop: modprobe loop) and
+# each file system of FSTESTS_FS: two sparse backing files on the scratch disk's file system
+# (FSTESTS_BACKING on SCRATCH_DEV) are attached with `losetup --direct-io=$FSTESTS_DIO` as
+# fstests' TEST_DEV and SCRATCH_DEV, and ./check runs each test of FSTESTS_LIST on its own,
+# FSTESTS_ITER times (up to the first run that does not pass), so that every run has its own
+# time limit and kernel log, and every verdict its counters.
+#
+# A ./check that has not finished after FSTESTS_TIMEOUT seconds counts as failed, as
+# hung: before killing it, the blocked tasks (sysrq w; every task too with FSTESTS_SYSRQ_T=1),
+# the kernel stacks of the tasks in D state, the blk-mq debugfs state of the loop devices and of
+# the scratch disk, and rust_loop's counters go to <test dir>/hang/. If the killed test or the
+# devices cannot be cleaned up (a deadlock leaves tasks in D state for ever), the run stops
+# there; the host lists what was not reached.
+#
+# Results (written as they come, the project directory is writable: a wedged or killed VM
+# leaves everything up to the test that hung), in $ROOT/results/fstests/:
+#   verdicts.tsv   test fs driver verdict seconds nowait_completions worker_submissions
+#                  nowait_eagain note (counter deltas over TEST_DEV + SCRATCH_DEV; "-" for loop)
+#   current        the test running now (left behind if the VM dies during it)
+#   guest.log      this script's progress
+#   <driver>-<fs>/<test>/   counters.before/after, and per ./check run (in <test>/<n>/ when
+#                  FSTESTS_ITER > 1): check.out (its output), check.log, the test's .out.bad,
+#                  .dmesg, .notrun (and .full when it failed), dmesg, hang/ (see above)
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RES=$ROOT/results/fstests
+DRIVERS=${FSTESTS_DRIVERS:-rust_loop loop}
+FSLIST=${FSTESTS_FS:-xfs ext4}
+LIST=${FSTESTS_LIST:-generic/013 generic/113}
+ITER=${FSTESTS_ITER:-1}
+BACKING=${FSTESTS_BACKING:-xfs}
+BACKING_OPTS=${FSTESTS_BACKING_OPTS:-}
+DIO=${FSTESTS_DIO:-on}
+LIMIT=${FSTESTS_TIMEOUT:-900}
+FILE_SIZE=${FSTESTS_FILE_SIZE:-3G}
+DISK=${SCRATCH_DEV:-/dev/vda}
+SRC=${FSTESTS_SRC:?FSTESTS_SRC: the built fstests tree, as a tar (scripts/fstests.sh sets it)}
+# Everything the run writes outside the results: the guest's /tmp is a tmpfs (the root file
+# system is the host's, read-only).
+W=/tmp/rust-loop-fstests
+FST=$W/fstests
+SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|INFO: task .* blocked|blocked for more than|hung_task|Kernel panic|stack-protector|cut here'
+MODPROBE_CONF=/run/modprobe.d/rust-loop-fstests.conf
+
+mkdir -p "$RES"
+log() { echo "fstests: $*" | tee -a "$RES/guest.log"; }
+fatal() { log "error: $*"; exit 2; }
+
+[ "$(id -u)" = 0 ] || fatal "must run as root (in the VM)"
+[ -b "$DISK" ] || fatal "no scratch disk $DISK"
+[ -f "$SRC" ] || fatal "no built fstests at $SRC"
+[[ " $DRIVERS " != *" rust_loop "* ]] || [ -f "$ROOT/rust_loop.ko" ] || fatal "rust_loop.ko not built: run make"
+log "kernel $(uname -r); drivers: $DRIVERS; file systems: $FSLIST; tests: $LIST (x$ITER);" \
+	"backing: $BACKING${BACKING_OPTS:+ -o $BACKING_OPTS} on $DISK, direct-io=$DIO; limit ${LIMIT}s per ./check"
+
+# fstests writes into its own tree (results/, local.config): it runs from a copy in the tmpfs.
+touch /tmp/.rust-loop-w 2>/dev/null && rm -f /tmp/.rust-loop-w || mount -t tmpfs tmpfs /tmp ||
+	fatal "/tmp is not writable and no tmpfs could be mounted on it"
+rm -rf "$W" && mkdir -p "$W/backing" "$W/test" "$W/scratch"
+mkdir -p "$FST" && tar -xf "$SRC" -C "$FST" || fatal "unpacking $SRC into $FST failed"
+log "fstests unpacked into $FST; making $BACKING on $DISK"
+mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null || true
+
+# bounded SECONDS COMMAND...: runs COMMAND in the background and gives up on it after SECONDS
+# (a device with a request stuck in the driver blocks umount and losetup -d for ever).
+bounded() {
+	local secs=$1 pid i
+	shift
+	"$@" </dev/null &
+	pid=$!
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 $pid 2>/dev/null || { wait $pid; return; }
+		sleep 0.1
+	done
+	local what="$*"
+	log "'${what:0:100}' did not finish within ${secs}s"
+	return 124
+}
+
+# show FILE...: "== FILE" and its content, for each that exists; read by the shell itself, no
+# fork per file (hundreds of debugfs files; a fork costs tens of ms under TCG). After a deadlock a
+# sysfs or debugfs read may wait for ever on a lock a hung task holds: callers run it under
+# `bounded`.
+show() {
+	local f lines
+	for f in "$@"; do
+		[ -f "$f" ] || continue
+		mapfile -t lines <"$f"
+		echo "== ${f#/sys/kernel/debug/block/}"
+		[ ${#lines[@]} = 0 ] || printf '%s\n' "${lines[@]}"
+	done 2>&1
+}
+
+# The scratch disk's file system, which holds the backing files.
+case "$BACKING" in
+xfs) mkfs.xfs -q -f "$DISK" ;;
+ext4) mkfs.ext4 -q -F "$DISK" ;;
+*) fatal "FSTESTS_BACKING=$BACKING: xfs or ext4" ;;
+esac || fatal "mkfs.$BACKING $DISK failed"
+mount ${BACKING_OPTS:+-o "$BACKING_OPTS"} "$DISK" "$W/backing" || fatal "mount $DISK failed"
+
+# Loads a driver; nothing else may hold block major 7. Testing rust_loop, an open of a loop node
+# while no driver is loaded must not autoload loop.ko behind our back (as tests/run.sh does).
+load_driver() {
+	unload_drivers || return 1
+	case "$1" in
+	rust_loop)
+		mkdir -p /run/modprobe.d && echo "install loop /bin/true" >"$MODPROBE_CONF"
+		insmod "$ROOT/rust_loop.ko" || return 1
+		;;
+	loop)
+		rm -f "$MODPROBE_CONF"
+		modprobe loop || return 1
+		;;
+	esac
+	udevadm settle -t 10 2>/dev/null || true
+}
+unload_drivers() {
+	local m i
+	for m in rust_loop loop; do
+		[ -d /sys/module/$m ] || continue
+		for i in $(seq 20); do
+			rmmod $m 2>/dev/null && break
+			sleep 0.5
+		done
+		[ ! -d /sys/module/$m ] || { log "cannot unload $m: $(rmmod $m 2>&1)"; return 1; }
+	done
+}
+
+# counters FILE DEV...: rust_loop's counters of the devices, "loopN name value" lines (bounded:
+# see show).
+counters() {
+	local out=$1
+	shift
+	bounded 30 counters_of "$@" >"$out"
+}
+counters_of() {
+	local d f v
+	for d in "$@"; do
+		for f in /sys/block/"${d##*/}"/rust_loop/*; do
+			[ -f "$f" ] && read -r v <"$f" && echo "${d##*/} ${f##*/} $v"
+		done
+	done 2>/dev/null
+	return 0
+}
+# delta BEFORE AFTER NAME: the growth of counter NAME summed over the devices ("-" without it)
+delta() {
+	awk -v n="$3" 'FNR == NR { if ($2 == n) b[$1] = $3; next }
+		$2 == n { d += $3 - b[$1]; seen = 1 }
+		END { if (seen) print d; else print "-" }' "$1" "$2"
+}
+
+# The kernel stacks of the tasks in D state (user tasks and kernel threads), without a fork per
+# task: a deadlock can leave a thousand of them, and a fork costs tens of ms under TCG.
+d_state_stacks() {
+	local p st comm lines
+	for p in /proc/[0-9]*; do
+		read -r st <"$p/stat" || continue
+		st=${st##*) }
+		[ "${st%% *}" = D ] || continue
+		read -r comm <"$p/comm"
+		mapfile -t lines <"$p/stack"
+		echo "== ${p#/proc/} $comm"
+		printf '%s\n' "${lines[@]}"
+	done 2>/dev/null
+}
+
+# dump_hang DIR: what a hang looks like from inside, before the test is killed. Every read
+# that could block on a hung task's lock is bounded.
+dump_hang() {
+	local dir=$1 d
+	mkdir -p "$dir"
+	# ps reads /proc/PID/cmdline, which waits for the process's mmap lock.
+	bounded 20 ps -eo pid,ppid,stat,wchan:32,etime,args >"$dir/ps.txt" 2>&1
+	bounded 120 d_state_stacks >"$dir/d-state-stacks.txt" 2>&1
+	dmesg >"$dir/dmesg-before.txt"
+	dmesg -C
+	echo w >/proc/sysrq-trigger
+	sleep 2
+	dmesg >"$dir/sysrq-w.txt"
+	if [ "${FSTESTS_SYSRQ_T:-0}" = 1 ]; then
+		dmesg -C
+		echo t >/proc/sysrq-trigger
+		sleep 5
+		dmesg >"$dir/sysrq-t.txt"
+	fi
+	# blk-mq state: the loop devices and the disk under them.
+	local files=()
+	for d in /sys/kernel/debug/block/loop* "/sys/kernel/debug/block/${DISK##*/}"; do
+		files+=("$d"/state "$d"/requeue_list "$d"/pm_only "$d"/hctx*/{state,flags,busy,dispatch,dispatched,queued,run,active,tags,tags_bitmap,sched_tags,sched_tags_bitmap} "$d"/hctx*/cpu*/*)
+	done
+	bounded 120 show "${files[@]}" >"$dir/blk-mq-debugfs.txt"
+	# The loop devices: backing file, direct I/O, requests in flight, rust_loop's counters.
+	files=()
+	for d in /sys/block/loop*; do
+		[ -d "$d/loop" ] && files+=("$d"/loop/{backing_file,dio} "$d"/inflight "$d"/rust_loop/*)
+	done
+	bounded 60 show "${files[@]}" >"$dir/loop-devices.txt"
+}
+
+# stop_check PID: ends a ./check (its own session) and everything it started. Fails if
+# something is left: a task in D state does not die.
+stop_check() {
+	local pid=$1 i
+	kill -TERM -- "-$pid" 2>/dev/null
+	for i in $(seq 30); do pgrep -s "$pid" >/dev/null || return 0; sleep 1; done
+	kill -KILL -- "-$pid" 2>/dev/null
+	for i in $(seq 30); do pgrep -s "$pid" >/dev/null || return 0; sleep 1; done
+	return 1
+}
+
+wedged=0
+# run_check DRIVER/FS TEST DIR: one ./check of TEST with its evidence in DIR; sets verdict and
+# note.
+run_check() {
+	local what=$1 t=$2 dir=$3 pid start rc=0 splat base=$FST/results/$2 f
+	mkdir -p "$dir"
+	rm -rf "$FST/results"
+	dmesg -C
+	start=$(date +%s)
+	note=""
+	# Its own session, so that a hung test can be killed with everything it started; output to
+	# a file, not a pipe (a task in D state holding a pipe open would block the reader).
+	(cd "$FST" && exec setsid ./check "$t" >"$dir/check.out" 2>&1 </dev/null) &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		if [ $(($(date +%s) - start)) -ge "$LIMIT" ]; then
+			log "$what: $t has not finished after ${LIMIT}s: dumping state to $dir/hang"
+			dump_hang "$dir/hang"
+			rc=124
+			note="timed out after ${LIMIT}s (hung? dumps in results/fstests/${dir#"$RES"/}/hang)"
+			if ! stop_check "$pid"; then
+				bounded 20 ps -eo pid,ppid,stat,wchan:32,args >"$dir/hang/ps-after-kill.txt" 2>&1
+				note="$note; tasks left in D state after kill"
+				wedged=1
+			fi
+			break
+		fi
+		sleep 1
+	done
+	[ $rc = 124 ] || { wait "$pid"; rc=$?; }
+	dmesg >"$dir/dmesg"
+	cp "$FST/results/check.log" "$dir/" 2>/dev/null
+	for f in out.bad dmesg notrun; do cp "$base.$f" "$dir/" 2>/dev/null; done
+	splat=$(grep -E "$SPLAT" "$dir/dmesg" | head -3)
+	if [ $rc = 124 ]; then
+		verdict=fail
+	elif grep -q '^Failures:' "$dir/check.out"; then
+		verdict=fail
+		# "generic/013 - output mismatch (see ...)", "generic/013 _check_dmesg: ...".
+		note=$(grep -m1 "^$t " "$dir/check.out" | cut -d' ' -f2- | sed 's/^ *//' | cut -c1-100)
+	elif grep -qE '^Passed all [1-9]' "$dir/check.out"; then
+		verdict=pass
+	elif grep -q '^Not run:' "$dir/check.out"; then
+		verdict=notrun
+		note=$(head -1 "$base.notrun" 2>/dev/null | cut -c1-100)
+	else
+		verdict=fail
+		note="no verdict from ./check (rc=$rc): $(tail -1 "$dir/check.out" | cut -c1-80)"
+	fi
+	if [ -n "$splat" ] && [ $rc != 124 ]; then
+		verdict=fail
+		note="kernel log: $(echo "$splat" | head -1 | cut -c1-80)${note:+; $note}"
+	fi
+	[ $verdict != fail ] || cp "$base.full" "$dir/" 2>/dev/null
+}
+
+# run_test DRIVER FS TEST TEST_DEV SCRATCH_DEV: the test's ITER runs of ./check, each with its
+# own time limit (evidence in <test>/, or <test>/<n>/ for several), up to the first that does not
+# pass; one verdict line with the counters' growth over all of them.
+run_test() {
+	local drv=$1 fs=$2 t=$3 tdev=$4 sdev=$5
+	local dir=$RES/$drv-$fs/${t//\//-} start secs verdict note it idir
+	mkdir -p "$dir"
+	echo "$t	$fs	$drv	$(date +%s)" >"$RES/current"
+	counters "$dir/counters.before" "$tdev" "$sdev"
+	start=$(date +%s)
+	for ((it = 1; it <= ITER; it++)); do
+		idir=$dir
+		[ "$ITER" = 1 ] || idir=$dir/$it
+		log "$drv/$fs: ./check $t$([ "$ITER" = 1 ] || echo " (run $it of $ITER)")"
+		run_check "$drv/$fs" "$t" "$idir"
+		[ "$verdict" = pass ] || break
+	done
+	secs=$(($(date +%s) - start))
+	if [ "$ITER" != 1 ]; then
+		if [ "$verdict" = pass ]; then note="$ITER iterations"; else note="iteration $it of $ITER${note:+: $note}"; fi
+	fi
+	counters "$dir/counters.after" "$tdev" "$sdev"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$fs" "$drv" "$verdict" "$secs" \
+		"$(delta "$dir/counters.before" "$dir/counters.after" nowait_completions)" \
+		"$(delta "$dir/counters.before" "$dir/counters.after" worker_submissions)" \
+		"$(delta "$dir/counters.before" "$dir/counters.after" nowait_eagain)" \
+		"${note:-}" >>"$RES/verdicts.tsv"
+	rm -f "$RES/current"
+	log "$drv/$fs: $t: $verdict (${secs}s)${note:+: $note}"
+}
+
+# mkfs_dev FS DEV: the file system under test (fstests expects TEST_DEV made already).
+mkfs_dev() {
+	case "$1" in
+	xfs) mkfs.xfs -q -f "$2" ;;
+	ext4) mkfs.ext4 -q -F "$2" ;;
+	btrfs) mkfs.btrfs -q -f "$2" ;;
+	*) mkfs -t "$1" "$2" ;;
+	esac >/dev/null
+}
+
+# teardown TEST_DEV SCRATCH_DEV: unmount what fstests left mounted, detach both.
+teardown() {
+	local m ok=0
+	for m in "$W/test" "$W/scratch"; do
+		! mountpoint -q "$m" || bounded 60 umount "$m" || bounded 10 umount -l "$m" || ok=1
+	done
+	for m in "$@"; do
+		[ -n "$m" ] || continue
+		bounded 60 losetup -d "$m" || ok=1
+	done
+	udevadm settle -t 10 2>/dev/null || true
+	return $ok
+}
+
+for drv in $DRIVERS; do
+	[ $wedged = 0 ] || break
+	if ! load_driver "$drv"; then
+		log "error: loading $drv failed"
+		for fs in $FSLIST; do for t in $LIST; do
+			printf '%s\t%s\t%s\tfail\t0\t-\t-\t-\tloading the driver failed\n' "$t" "$fs" "$drv" >>"$RES/verdicts.tsv"
+		done; done
+		continue
+	fi
+	log "$drv loaded"
+	for fs in $FSLIST; do
+		[ $wedged = 0 ] || break
+		tdev="" sdev=""
+		rm -f "$W/backing/test.img" "$W/backing/scratch.img"
+		truncate -s "$FILE_SIZE" "$W/backing/test.img" "$W/backing/scratch.img"
+		tdev=$(losetup -f --show --direct-io="$DIO" "$W/backing/test.img") &&
+			sdev=$(losetup -f --show --direct-io="$DIO" "$W/backing/scratch.img") &&
+			udevadm settle -t 10 2>/dev/null
+		if [ -z "$sdev" ] || ! mkfs_dev "$fs" "$tdev"; then
+			log "error: $drv/$fs: attaching the backing files or mkfs.$fs failed"
+			for t in $LIST; do
+				printf '%s\t%s\t%s\tfail\t0\t-\t-\t-\tlosetup or mkfs.%s failed\n' "$t" "$fs" "$drv" "$fs" >>"$RES/verdicts.tsv"
+			done
+			teardown "$tdev" "$sdev" || wedged=1
+			continue
+		fi
+		log "$drv/$fs: TEST_DEV=$tdev SCRATCH_DEV=$sdev" \
+			"(dio=$(cat "/sys/block/$(basename "$tdev")/loop/dio")/$(cat "/sys/block/$(basename "$sdev")/loop/dio"))"
+		cat >"$FST/local.config" <<-EOF
+			export FSTYP=$fs
+			export TEST_DEV=$tdev
+			export TEST_DIR=$W/test
+			export SCRATCH_DEV=$sdev
+			export SCRATCH_MNT=$W/scratch
+		EOF
+		for t in $LIST; do
+			run_test "$drv" "$fs" "$t" "$tdev" "$sdev"
+			[ $wedged = 0 ] || break
+		done
+		[ $wedged = 1 ] || teardown "$tdev" "$sdev" || {
+			log "error: $drv/$fs: the loop devices cannot be detached"
+			wedged=1
+		}
+	done
+	[ $wedged = 1 ] || unload_drivers || wedged=1
+done
+rm -f "$MODPROBE_CONF"
+if [ $wedged = 1 ]; then
+	log "stopped: the machine is wedged after a hang (tasks in D state or devices that cannot be detached)"
+	# The guest's shutdown syncs, which blocks for ever on a wedged device: power off without
+	# it shortly after this script has returned its status.
+	setsid bash -c 'sleep 15; echo o >/proc/sysrq-trigger' </dev/null >/dev/null 2>&1 &
+fi
+# Verdicts: the host prints the table. Non-zero on any failure, or if the run stopped early.
+[ $wedged = 0 ] && ! awk -F'\t' '$4 == "fail" { f = 1 } END { exit !f }' "$RES/verdicts.tsv" 2>/dev/null
