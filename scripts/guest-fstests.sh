@@ -60,7 +60,7 @@ log "kernel $(uname -r); drivers: $DRIVERS; file systems: $FSLIST; tests: $LIST 
 touch /tmp/.rust-loop-w 2>/dev/null && rm -f /tmp/.rust-loop-w || mount -t tmpfs tmpfs /tmp ||
 	fatal "/tmp is not writable and no tmpfs could be mounted on it"
 rm -rf "$W" && mkdir -p "$W/backing" "$W/test" "$W/scratch"
-mkdir -p "$FST" && tar -xf "$SRC" -C "$FST" || fatal "unpacking $SRC into $FST failed"
+{ mkdir -p "$FST" && tar -xf "$SRC" -C "$FST"; } || fatal "unpacking $SRC into $FST failed"
 log "fstests unpacked into $FST; making $BACKING on $DISK"
 mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null || true
 
@@ -252,11 +252,12 @@ run_check() {
 		verdict=fail
 		# "generic/013 - output mismatch (see ...)", "generic/013 _check_dmesg: ...".
 		note=$(grep -m1 "^$t " "$dir/check.out" | cut -d' ' -f2- | sed 's/^ *//' | cut -c1-100)
-	elif grep -qE '^Passed all [1-9]' "$dir/check.out"; then
-		verdict=pass
 	elif grep -q '^Not run:' "$dir/check.out"; then
+		# (./check also says "Passed all 1 tests" for a test that did not run.)
 		verdict=notrun
 		note=$(head -1 "$base.notrun" 2>/dev/null | cut -c1-100)
+	elif grep -qE '^Passed all [1-9]' "$dir/check.out"; then
+		verdict=pass
 	else
 		verdict=fail
 		note="no verdict from ./check (rc=$rc): $(tail -1 "$dir/check.out" | cut -c1-80)"
