@@ -54,8 +54,8 @@ pub(crate) struct DevStats {
     pub(crate) write_bytes: AtomicU64,
     /// NOWAIT skipped: `current->journal_info` was set.
     pub(crate) nowait_skip_journal: AtomicU64,
-    /// NOWAIT submissions from inside the submitter's `submit_bio`, whose bios the backing
-    /// file's were kept from waiting behind ([`crate::blk::UndeferredBios`]).
+    /// NOWAIT submissions made inside the submitter's `submit_bio`, whose backing bios were sent
+    /// at once instead of waiting on its `bio_list` ([`crate::blk::UndeferredBios`]).
     pub(crate) nowait_undeferred: AtomicU64,
     /// NOWAIT skipped: not enough kernel stack left.
     pub(crate) nowait_skip_stack: AtomicU64,
