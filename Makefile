@@ -5,7 +5,9 @@
 #   make                 build rust_loop.ko against the cached kernel (KDIR=... to use another)
 #   make run             main job: build, boot a VM, attach an image with --direct-io=on, mkfs, fio
 #   make check           the test suite in a VM (KERNEL=debug for the sanitizer kernel)
-#   make bench           the benchmark (see BENCHMARKS.md)
+#   make bench           the benchmark (see BENCHMARKS.md; BENCH_CLOCK=icount: instruction-counted)
+#   make perfcheck       short instruction-counted bench; fails if rust_loop costs more than loop.c
+#   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/profile.sh)
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (README "fstests")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
 #   make fmt | fmtcheck | clippy | clean
@@ -25,7 +27,7 @@ LLVM_CMD = $$(bash -c 'source scripts/common.sh; kernel_llvm "$$0"' "$$kdir")
 # -Dwarnings: the module build must stay free of warnings.
 MODFLAGS = KRUSTFLAGS=-Dwarnings
 
-.PHONY: all modules clean setup kernel run check bench fstests fmt fmtcheck clippy
+.PHONY: all modules clean setup kernel run check bench perfcheck profile fstests fmt fmtcheck clippy
 
 all: modules
 
@@ -55,6 +57,12 @@ check:
 
 bench:
 	bash scripts/bench.sh
+
+perfcheck:
+	BENCH_CLOCK=icount BENCH_QUICK=1 BENCH_GATE=$${BENCH_GATE:-1.05} bash scripts/bench.sh
+
+profile:
+	bash scripts/profile.sh
 
 fstests:
 	bash scripts/fstests.sh

@@ -3,11 +3,17 @@
 """Host half of scripts/bench.sh: turns results/bench/bench.json (every sample, written by
 scripts/guest-bench.py in the VM) into medians, ratios and PASS/MISS verdicts.
 
-    bench-report.py results/bench/bench.json [--vm-seconds N]
+    bench-report.py results/bench/bench.json [--vm-seconds N] [--gate F]
 
 Writes, beside the JSON: summary.md (tables of medians and ratios, the verdicts) and ratios.png
 (bar chart of the ratios, if matplotlib is importable); adds "medians", "ratios", "targets" to the
-JSON. Prints the verdicts. Always exits 0 on a MISS: the verdicts are information, not a gate.
+JSON. Prints the verdicts. Exits 0 on a MISS: the verdicts are information, not a gate.
+
+An instruction-counted run (meta "clock": "icount", make bench BENCH_CLOCK=icount) adds the cost
+table: instructions per I/O (1e9 / IOPS), the overhead of each driver over the raw file, and
+rust_loop's overhead as a fraction of the C loop's. With --gate F (make perfcheck) the report
+exits 3 when, in any cell, rust_loop's (or rust_loop 2 hwq's) overhead exceeds F x the C loop's
+by more than the noise floor, 1 % of the C loop's instructions per I/O.
 """
 
 import argparse
@@ -46,6 +52,8 @@ def main():
     ap.add_argument("json")
     ap.add_argument("--vm-seconds", type=float, default=None)
     ap.add_argument("--host-load", default=None, help="host-load.txt from bench.sh")
+    ap.add_argument("--gate", type=float, default=None,
+                    help="icount runs: exit 3 if rust_loop's overhead > GATE x the C loop's in a cell")
     a = ap.parse_args()
     with open(a.json) as f:
         res = json.load(f)
@@ -128,6 +136,49 @@ def main():
         verdict = "MISS (no data)" if ok is None else ("PASS" if ok else "MISS")
         targets.append({"target": name, "verdict": verdict, "detail": detail})
 
+    icount = meta.get("clock") == "icount"
+    cost = {}  # "backing/mode/workload" -> instructions per I/O, overheads and their ratios
+    gate_fail = []
+    if icount:
+        def ipio(d, b, mode, wl):
+            v = get(d, b, mode, wl)
+            return 1e9 / v if v else None
+
+        for b in backings:
+            for mode in modes:
+                for wl in workloads:
+                    raw = ipio("raw", b, mode, wl)
+                    c = {d: ipio(d, b, mode, wl) for d in ("raw", "loop", "rust_loop", "rust_loop_mq2")}
+                    ovh = {d: (c[d] - raw if c[d] is not None and raw is not None else None)
+                           for d in ("loop", "rust_loop", "rust_loop_mq2")}
+                    e = {"ipio": c, "overhead": ovh}
+                    for d in ("rust_loop", "rust_loop_mq2"):
+                        o, oc = ovh[d], ovh["loop"]
+                        e[f"{d}/loop overhead"] = o / oc if o is not None and oc and oc > 0 else None
+                        if a.gate is not None and o is not None and oc is not None and c["loop"]:
+                            excess = o - a.gate * max(oc, 0.0)
+                            if excess > 0.01 * c["loop"]:
+                                gate_fail.append(f"{b}/{mode}/{wl} {LABEL[d]}: overhead {o:,.0f} vs C loop "
+                                                 f"{oc:,.0f} instructions/I/O")
+                    cost[f"{b}/{mode}/{wl}"] = e
+        for d in ("rust_loop", "rust_loop_mq2"):
+            dio = [(k, v[f"{d}/loop overhead"]) for k, v in cost.items()
+                   if "/dio/" in k and v["ipio"][d] is not None]
+            if dio:
+                miss = [(k, r) for k, r in dio if r is None or r > 0.5]
+                target(f"icount: every dio cell, {LABEL[d]} overhead <= 0.5 x C loop's", not miss,
+                       f"{len(dio) - len(miss)}/{len(dio)} cells"
+                       + ("; above: " + ", ".join(f"{k} {fmt(r, 2)}" for k, r in miss) if miss else ""))
+        buf = [(k, ratio(*k.split("/"), "loop")) for k in cost if "/buffered/" in k]
+        if buf:
+            miss = [(k, r) for k, r in buf if r is None or r < 1.0]
+            target("icount: every buffered cell, rust_loop IOPS >= 1.0 x C loop", not miss,
+                   f"{len(buf) - len(miss)}/{len(buf)} cells"
+                   + ("; below: " + ", ".join(f"{k} {fmt(r, 2)}" for k, r in miss) if miss else ""))
+        if a.gate is not None:
+            target(f"perfcheck: no cell with rust_loop overhead > {a.gate:g} x C loop's (+1 % noise floor)",
+                   not gate_fail, "; ".join(gate_fail) or "all cells within")
+
     for b in backings:
         r = ratio(b, "dio", "randread-4k-qd32", "raw")
         target(f"{b}: dio randread 4k QD32, rust_loop >= 0.8 x raw", None if r is None else r >= 0.8,
@@ -180,9 +231,14 @@ def main():
     L.append(f"- taken {meta['date']} on kernel {meta['kernel']}, {meta.get('accel', '?')}, "
              f"{meta['cpus']} vCPUs ({meta['cpu_model']}), {meta['mem_total_kib'] // 1024} MiB guest RAM; "
              f"git {meta.get('git') or '?'}")
+    where = {"disk": "on the virtio disk (`disk`)", "nullb": "on a memory-backed null_blk (`nullb`)"}
     L.append(f"- {meta['rounds']} round(s) of {meta['runtime_s']:g} s cells, drivers alternating within "
              f"each backing/mode group, medians over rounds; {meta['file_mib']} MiB preconditioned backing file on XFS "
-             f"on the virtio disk (`disk`) and on a memory-backed null_blk (`nullb`)")
+             + " and ".join(where[b] for b in backings if b in where))
+    if meta.get("clock") == "icount":
+        L.append("- clock: **icount** (QEMU `-icount shift=0,sleep=off`): one nanosecond of guest time per guest "
+                 "instruction, idle time skipped, so IOPS = 1e9 / instructions per I/O of the whole guest; the host's "
+                 "load does not move these numbers (the vCPUs run in turn: no overlap is modelled)")
     L.append(f"- {meta['fio']}; rublk: {meta.get('rublk') or 'not available'}"
              + (f" (options {' '.join(meta['ublk_opts'])})" if meta.get("ublk_opts") else ""))
     t = [f"setup {meta.get('setup_s', '?')} s", f"cells {meta.get('bench_s', '?')} s"]
@@ -198,8 +254,10 @@ def main():
         meta["iops_spread_max"] = max(spreads)
         L.append(f"- run-to-run noise: (max - min) / median IOPS of a cell across rounds is "
                  f"{statistics.median(spreads):.0%} in the median cell, {max(spreads):.0%} at worst")
-    L.append("- absolute numbers under TCG mean little: read the ratios. The raw file is always read "
-             "with O_DIRECT, so `rust_loop/raw` in buffered rows compares against the dio limit.")
+    if meta.get("clock") != "icount":
+        L.append("- absolute numbers under TCG mean little: read the ratios.")
+    L.append("- the raw file is always read with O_DIRECT, so `rust_loop/raw` in buffered rows compares "
+             "against the dio limit.")
     for n in res.get("notes", []):
         L.append(f"- NOTE: {n}")
     for e in res.get("errors", []):
@@ -211,6 +269,26 @@ def main():
     for t in targets:
         L.append(f"| {t['target']} | **{t['verdict']}** | {t['detail']} |")
     L.append("")
+    cost_at = len(L)
+    for b in backings if icount else []:
+        L.append(f"## Instructions per I/O, backing `{b}` (instruction-counted: 1e9 / IOPS; median)\n")
+        L.append("Overhead = a driver's instructions per I/O minus the raw file's (O_DIRECT). "
+                 "`rust/C ovh` = rust_loop's overhead / the C loop's: below 1.0, rust_loop spends "
+                 "less CPU per I/O than loop.c on top of the file.\n")
+        L.append("| mode | workload | raw | C loop | rust_loop | rust 2 hwq | C ovh | rust ovh | "
+                 "rust 2 hwq ovh | rust/C ovh | rust 2 hwq/C ovh | rust/C IOPS |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for mode in modes:
+            for wl in workloads:
+                e = cost[f"{b}/{mode}/{wl}"]
+                ip, ov = e["ipio"], e["overhead"]
+                L.append(f"| {mode} | {wl} | {fmt(ip['raw'])} | {fmt(ip['loop'])} | {fmt(ip['rust_loop'])} | "
+                         f"{fmt(ip['rust_loop_mq2'])} | {fmt(ov['loop'])} | {fmt(ov['rust_loop'])} | "
+                         f"{fmt(ov['rust_loop_mq2'])} | {fmt(e['rust_loop/loop overhead'], 2)} | "
+                         f"{fmt(e['rust_loop_mq2/loop overhead'], 2)} | "
+                         f"{fmt(ratios[f'{b}/{mode}/{wl}']['rust_loop/loop'], 2)} |")
+        L.append("")
+    cost_md = L[cost_at:]
     for b in backings:
         L.append(f"## IOPS, backing `{b}` (median; 1M workloads: IOPS = MiB/s)\n")
         L.append("| mode | workload | raw | C loop | rust_loop | rust_loop 2 hwq | ublk | rust/C loop "
@@ -257,6 +335,8 @@ def main():
                       for k, v in sorted(medians.items())]
     res["ratios"] = ratios
     res["targets"] = targets
+    if icount:
+        res["cost"] = cost
     with open(a.json, "w") as f:
         json.dump(res, f, indent=1)
 
@@ -329,6 +409,13 @@ def main():
         print(f"{t['verdict']:14s} {t['target']:{width}s}  {t['detail']}")
     print()
     print(f"wrote {os.path.join(out_dir, 'summary.md')}" + (f", {chart}" if chart else "") + f", {a.json}")
+    if icount:
+        print()
+        print("\n".join(x for x in cost_md if x.startswith("|")))
+    if gate_fail:
+        print()
+        print("perfcheck FAIL: " + "; ".join(gate_fail))
+        sys.exit(3)
 
 
 if __name__ == "__main__":

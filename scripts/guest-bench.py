@@ -20,6 +20,9 @@ Environment (scripts/bench.sh sets them; defaults in brackets):
   BENCH_PAGECACHE_MB [=BENCH_FILE_MB]   data read by the page-cache test (0: no page-cache test)
   BENCH_DRIVERS [raw,loop,rust_loop,ublk]  BENCH_BACKINGS [disk,nullb]  BENCH_MODES [buffered,dio]
   BENCH_WORKLOADS [all]    comma list of workload names (see WORKLOADS)
+  BENCH_MQ_WORKLOADS [randread-4k-qd32,rw-4k-qd16-12jobs]  workloads of rust_loop_mq2 ("all": every one)
+  BENCH_RUST_LOOP_PARAMS   module parameters for `insmod rust_loop.ko` (experiments), e.g. nowait_max_depth=0
+  BENCH_CLOCK [wall]       wall, or icount (the guest's clock counts instructions: recorded in meta)
   BENCH_RUBLK              path of the rublk binary ("" = skip the ublk cells)
   BENCH_RUBLK_NOTE         why rublk is missing (recorded in the JSON)
   BENCH_UBLK_OPTS          extra `rublk add loop` options (default: none, i.e. rublk's defaults)
@@ -74,7 +77,10 @@ WORKLOADS = {
 # rust_loop_mq2: rust_loop with 2 hardware queues (and workers) per device, dio only, on the
 # workloads in MQ_WORKLOADS.
 ALL_DRIVERS = ["raw", "loop", "rust_loop", "rust_loop_mq2", "ublk"]
-MQ_WORKLOADS = ["randread-4k-qd32", "rw-4k-qd16-12jobs"]
+MQ_WORKLOADS = env_list("BENCH_MQ_WORKLOADS", ["randread-4k-qd32", "rw-4k-qd16-12jobs"])
+if MQ_WORKLOADS == ["all"]:
+    MQ_WORKLOADS = list(WORKLOADS)
+CLOCK = ENV.get("BENCH_CLOCK", "wall")
 DRIVERS = [d for d in env_list("BENCH_DRIVERS", ALL_DRIVERS) if d in ALL_DRIVERS]
 BACKINGS = [b for b in env_list("BENCH_BACKINGS", ["disk", "nullb"]) if b in ("disk", "nullb")]
 MODES = [m for m in env_list("BENCH_MODES", ["buffered", "dio"]) if m in ("buffered", "dio")]
@@ -229,7 +235,8 @@ class Loop:
         if os.path.isdir(f"/sys/module/{self.name}"):
             return
         unload_loop_drivers()
-        cmd = ["modprobe", "loop"] if self.name == "loop" else ["insmod", KO]
+        cmd = (["modprobe", "loop"] if self.name == "loop"
+               else ["insmod", KO] + shlex.split(ENV.get("BENCH_RUST_LOOP_PARAMS", "")))
         # The other driver's unload can still hold block major 7 or the misc minor for a moment
         # after rmmod returned (insmod: EBUSY): retry for a few seconds before giving up.
         for attempt in range(30):
@@ -487,6 +494,7 @@ def main():
                                if l.startswith("model name")), "?"),
             "mem_total_kib": meminfo_kib("MemTotal"),
             "accel": ENV.get("BENCH_ACCEL", "TCG"),
+            "clock": CLOCK,
             "fio": sh(["fio", "--version"]).stdout.strip(),
             "rublk": (sh([RUBLK, "--version"], check=False).stdout.strip()
                       if "ublk" in active else None),

@@ -6,6 +6,8 @@
 #
 #   RUST_LOOP_KVM=1    use /dev/kvm (off by default: guests hang under KVM on our machines)
 #   VM_CPUS, VM_MEM    guest size (default 2 CPUs, 4G)
+#   VM_QEMU_OPTS       extra QEMU arguments, e.g. "-icount shift=0,sleep=off" (make bench's
+#                      instruction-counted clock: guest time counts guest instructions)
 #   VM_BOOT_TIMEOUT    seconds the guest may take to start the command (default 300); a guest
 #                      that has not started it by then is killed and booted again, up to
 #                      VM_BOOT_TRIES times in all (default 3). A TCG guest here has been seen to
@@ -38,6 +40,7 @@ if [ "${RUST_LOOP_KVM:-0}" = 1 ]; then
 else
 	args+=(--disable-kvm)
 fi
+[ -z "${VM_QEMU_OPTS:-}" ] || args+=(--qemu-opts "$VM_QEMU_OPTS")
 for d in "${rwdirs[@]}"; do args+=(--rwdir "$d"); done
 for d in "${disks[@]}"; do args+=(--disk "$d"); done
 
@@ -55,7 +58,7 @@ trap on_exit EXIT
 cmd=$(printf '%q ' "$@")
 boot_timeout=${VM_BOOT_TIMEOUT:-300} tries=${VM_BOOT_TRIES:-3}
 for ((try = 1; ; try++)); do
-	say "vm: booting $(basename "$kdir") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem)"
+	say "vm: booting $(basename "$kdir") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem${VM_QEMU_OPTS:+, $VM_QEMU_OPTS})"
 	: >"$boot_file"
 	# Its own process group, so that a hung guest can be killed with everything vng started.
 	# vng's stdout and stderr each go through a `cat`: virtme-ng has QEMU open

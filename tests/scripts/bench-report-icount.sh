@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Host-side test of scripts/bench-report.py on an instruction-counted run (no kernel, no VM):
+#
+#   bash tests/scripts/bench-report-icount.sh
+#
+# A synthetic bench.json with "clock": "icount" (IOPS = 1e9 / instructions per I/O). Checks: the
+# cost table gives instructions per I/O and overheads over the raw file; --gate passes when
+# rust_loop's overhead is within the factor (or within the 1 % noise floor) and exits 3, naming
+# the cell, when it is not; a run without --gate never fails on cost.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+py=python3
+[ -x "${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}/venv/bin/python" ] && py=${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}/venv/bin/python
+
+# make_json FILE RUST_INSNS: raw 10000, C loop 14000 (overhead 4000), rust_loop RUST_INSNS and
+# rust_loop 2 hwq 12000 instructions per I/O in one dio cell
+make_json() {
+	"$py" - "$1" "$2" <<'PY'
+import json, sys
+path, rust = sys.argv[1], float(sys.argv[2])
+meta = {"date": "2026-12-01T00:00:00+00:00", "kernel": "test", "cpus": 2, "cpu_model": "test",
+        "mem_total_kib": 4 << 20, "accel": "TCG", "clock": "icount", "fio": "fio-3.33",
+        "rounds": 1, "runtime_s": 1, "file_mib": 256, "pagecache_read_mib": 0,
+        "drivers": ["raw", "loop", "rust_loop", "rust_loop_mq2"], "backings": ["nullb"],
+        "modes": ["dio"], "workloads": ["randread-4k-qd32"]}
+samples = [{"round": 1, "driver": d, "backing": "nullb", "mode": "dio",
+            "workload": "randread-4k-qd32", "iops": 1e9 / insns}
+           for d, insns in (("raw", 10000), ("loop", 14000), ("rust_loop", rust),
+                            ("rust_loop_mq2", 12000))]
+json.dump({"meta": meta, "notes": [], "samples": samples, "pagecache": [], "errors": []},
+          open(path, "w"))
+PY
+}
+
+# Within the gate: overhead 4200 <= 1.05 x 4000.
+make_json "$tmp/ok.json" 14200
+rc=0
+out=$("$py" scripts/bench-report.py "$tmp/ok.json" --gate 1.05 2>&1) || rc=$?
+[ $rc = 0 ] || fail "overhead 4200 vs 4000 failed the 1.05 gate (rc=$rc): $out"
+grep -qE '^\| dio \| randread-4k-qd32 \| 10,000 \| 14,000 \| 14,200 \| 12,000 \| 4,000 \| 4,200 \| 2,000 \| 1.05 \| 0.50 \|' <<<"$out" ||
+	fail "cost table row wrong: $(grep '^| dio' <<<"$out")"
+# Over the factor but within the noise floor (1 % of 14000 = 140): 4300 - 4200 = 100.
+make_json "$tmp/floor.json" 14300
+rc=0
+"$py" scripts/bench-report.py "$tmp/floor.json" --gate 1.05 >"$tmp/floor.out" 2>&1 || rc=$?
+[ $rc = 0 ] || fail "an excess within the noise floor failed the gate (rc=$rc): $(tail -3 "$tmp/floor.out")"
+# Over the gate: 5000 > 4200 + 140.
+make_json "$tmp/bad.json" 15000
+rc=0
+out=$("$py" scripts/bench-report.py "$tmp/bad.json" --gate 1.05 2>&1) || rc=$?
+[ $rc = 3 ] || fail "overhead 5000 vs 4000 passed the 1.05 gate (rc=$rc)"
+grep -q 'perfcheck FAIL: nullb/dio/randread-4k-qd32 rust_loop: overhead 5,000 vs C loop 4,000' <<<"$out" ||
+	fail "the failure does not name the cell: $(tail -3 <<<"$out")"
+# Without --gate, cost never fails the report.
+rc=0
+"$py" scripts/bench-report.py "$tmp/bad.json" >/dev/null 2>&1 || rc=$?
+[ $rc = 0 ] || fail "the report without --gate failed (rc=$rc)"
+grep -q '## Instructions per I/O' "$tmp/summary.md" || fail "summary.md has no cost table"
+
+[ $failed = 0 ] && echo "ok"
+exit $failed
