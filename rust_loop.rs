@@ -63,6 +63,10 @@ module! {
             default: 8192,
             description: "Kernel stack bytes that must remain for queue_rq to submit direct I/O itself (IOCB_NOWAIT); below it the worker submits. Default: 8192",
         },
+        max_cgroup_workers: u32 {
+            default: 16,
+            description: "Worker threads per device for the commands of non-root blkcgs (one per cgroup, loop.c's per-cgroup workers); past this bound the commands of further cgroups run on the hardware queue's worker, still charged to their cgroup. 0: none. Default: 16",
+        },
         nowait_max_depth: u32 {
             default: 1,
             description: "Requests in flight on a hardware queue from which on queue_rq hands a single submitter's direct I/O to the worker (which submits on another CPU) instead of submitting it itself, and every submitter's from 16 on (or from this value, if larger); 0: always the worker (per device: /sys/block/loopN/rust_loop/nowait_max_depth). Default: 1",
@@ -98,6 +102,13 @@ static NOWAIT_MIN_STACK: AtomicU32 = AtomicU32::new(8192);
 
 fn nowait_min_stack() -> usize {
     NOWAIT_MIN_STACK.load(Ordering::Relaxed) as usize
+}
+
+/// Bound on the per-cgroup worker threads of a device.
+static MAX_CGROUP_WORKERS: AtomicU32 = AtomicU32::new(16);
+
+fn max_cgroup_workers() -> usize {
+    MAX_CGROUP_WORKERS.load(Ordering::Relaxed) as usize
 }
 
 /// `nowait_max_depth` of new devices.
@@ -268,6 +279,10 @@ impl kernel::Module for LoopModule {
         );
         NOWAIT_MAX_DEPTH.store(
             module_parameters::nowait_max_depth.value(),
+            Ordering::Relaxed,
+        );
+        MAX_CGROUP_WORKERS.store(
+            module_parameters::max_cgroup_workers.value(),
             Ordering::Relaxed,
         );
         MAX_LOOP_LIMIT.store(

@@ -17,6 +17,9 @@ pub(crate) const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 pub(crate) const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
 /// Zero a range, keeping it allocated.
 pub(crate) const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+/// Zero a range by allocating written, zeroed blocks (the file system has the device below it
+/// zero them; `EOPNOTSUPP` where it cannot). Not combinable with `FALLOC_FL_KEEP_SIZE`.
+pub(crate) const FALLOC_FL_WRITE_ZEROES: i32 = 0x80;
 // `include/linux/stat.h`.
 const S_IFMT: u16 = bindings::S_IFMT as u16;
 const S_IFREG: u16 = bindings::S_IFREG as u16;
@@ -35,6 +38,7 @@ extern "C" {
     fn rust_loop_file_cmtime_update_blocks(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_atime_update_blocks(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_sb_has_dio_wq(file: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_file_change_cookie(file: *mut core::ffi::c_void) -> u64;
 }
 
 /// Drops freeze protection taken for an asynchronous write on `iocb`'s file.
@@ -264,6 +268,13 @@ impl BackingFile {
         // SAFETY: The file is open for as long as `self` exists; its inode and super block
         // live at least as long; the helper reads one pointer.
         unsafe { rust_loop_file_sb_has_dio_wq(self.as_raw().cast()) }
+    }
+
+    /// The file's change cookie (`i_version`): a new value after any change to its data or
+    /// metadata since this call; 0 where the file system keeps none.
+    pub(crate) fn change_cookie(&self) -> u64 {
+        // SAFETY: The file is open for as long as `self` exists; the helper reads its inode.
+        unsafe { rust_loop_file_change_cookie(self.as_raw().cast()) }
     }
 
     fn path(&self) -> *const bindings::path {

@@ -314,6 +314,10 @@ extern "C" {
     fn rust_loop_bio_list_take() -> *mut core::ffi::c_void;
     fn rust_loop_bio_list_restore(list: *mut core::ffi::c_void);
     fn rust_loop_task_in_reclaim() -> bool;
+    // `struct gendisk *` as `void *`: it contains zero-sized members, not FFI-safe to Rust.
+    fn rust_loop_disk_part_scan_pending(disk: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_disk_cancel_part_scan(disk: *mut core::ffi::c_void);
+    fn rust_loop_disk_page_cache_dirty(disk: *mut core::ffi::c_void) -> bool;
     // `void *`: `struct request` contains zero-sized C members.
     fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
     fn rust_loop_may_complete_here(min_stack: core::ffi::c_ulong) -> bool;
@@ -877,6 +881,25 @@ impl<T: DiskOps> Disk<T> {
                 bindings::set_bit(bindings::GD_SUPPRESS_PART_SCAN as usize, state)
             }
         }
+    }
+
+    /// Whether a partition scan is pending (`GD_NEED_PART_SCAN`: `BLKRRPART` sets it before it
+    /// opens the disk, and the open rescans).
+    pub(crate) fn part_scan_pending(&self) -> bool {
+        // SAFETY: The disk is valid; the helper tests one bit.
+        unsafe { rust_loop_disk_part_scan_pending(self.as_raw().cast()) }
+    }
+
+    /// Drops a pending partition scan (from an `open` callback: the open then does not rescan).
+    pub(crate) fn cancel_part_scan(&self) {
+        // SAFETY: The disk is valid; the helper clears one bit atomically.
+        unsafe { rust_loop_disk_cancel_part_scan(self.as_raw().cast()) }
+    }
+
+    /// Whether the whole-disk device's page cache holds data not yet written to the device.
+    pub(crate) fn page_cache_dirty(&self) -> bool {
+        // SAFETY: The disk is valid and added, so `part0` and its mapping exist.
+        unsafe { rust_loop_disk_page_cache_dirty(self.as_raw().cast()) }
     }
 
     /// Rescans partitions (`bdev_disk_changed`), taking `open_mutex` unless `locked`.

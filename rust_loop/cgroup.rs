@@ -65,7 +65,8 @@ pub(crate) struct IoCgroups {
 unsafe impl Send for IoCgroups {}
 
 impl IoCgroups {
-    /// The cgroups of the request's issuer (its first bio).
+    /// The cgroups of the request's issuer (its first bio); none for the root blkcg, which the
+    /// workers are charged to already.
     pub(crate) fn of(rq: &Request) -> Self {
         let mut blkcg = null_mut();
         let mut memcg = null_mut();
@@ -177,7 +178,9 @@ fn now_ns() -> i64 {
 
 /// The per-blkcg workers of a device. Commands of the root cgroup (or of no cgroup) run on
 /// the worker of their hardware queue; others on the worker of their blkcg, started on first
-/// use and stopped after a minute without commands, or when the device is cleared.
+/// use and stopped after a minute without commands, or when the device is cleared. At most
+/// `max_cgroup_workers` (module parameter) run per device: the commands of further cgroups run
+/// on their hardware queue's worker, still inside [`IoCgroups::enter`].
 #[pin_data]
 pub(crate) struct CgroupWorkers {
     /// `N` of `loopN`, for the thread names.
@@ -211,6 +214,10 @@ impl CgroupWorkers {
             return None;
         }
         self.reap_idle();
+        let max = crate::max_cgroup_workers();
+        if self.list.lock().len() >= max {
+            return None;
+        }
         let name = CString::try_from_fmt(fmt!("loop{}-cg", self.number)).ok()?;
         let worker = KthreadWorker::new(&name).ok()?;
         // SAFETY: `css` is live (see above); the new worker holds its own reference.
@@ -233,6 +240,11 @@ impl CgroupWorkers {
             drop(list);
             drop(new);
             return Some(claim);
+        }
+        if list.len() >= max {
+            // Others took the last places meanwhile.
+            drop(list);
+            return None;
         }
         if list.push(new.clone(), GFP_NOWAIT).is_err() {
             drop(list);

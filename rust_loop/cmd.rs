@@ -14,7 +14,10 @@
 //! again without `IOCB_NOWAIT`. A command is only ever in one of these places at a time.
 
 use crate::{
-    backing::{BackingFile, Dir, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE},
+    backing::{
+        BackingFile, Dir, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_WRITE_ZEROES,
+        FALLOC_FL_ZERO_RANGE,
+    },
     blk::{Bio, BlkStatus, ReqOp, Request},
     cgroup::{CgroupWorkerUse, IoCgroups},
     device::{IoState, LoopDevice, QueueLoad},
@@ -177,7 +180,8 @@ impl LoopCmd {
     /// in the issuer's blkcg (the backing I/O would be charged to the wrong cgroup); or it is a
     /// write to a regular file within a steering window ([`LoopCmd::steering_writes`]:
     /// allocating writes keep returning `-EAGAIN`, and trying them first only costs); or it is
-    /// better run by the worker on another CPU ([`QueueLoad`]).
+    /// better run by the worker on another CPU ([`QueueLoad`], checked first: a request it sends
+    /// to the worker counts as `nowait_skip_depth` or `nowait_probes`, whatever else holds).
     pub(crate) fn nowait_allowed(
         dev: &LoopDevice,
         io: &IoState,
@@ -195,6 +199,11 @@ impl LoopCmd {
             ReqOp::Read => {}
             ReqOp::Write if !io.read_only => {}
             _ => return false,
+        }
+        // The queue-load rule first: it needs no call into the kernel, and a request it sends to
+        // the worker (most of a deep queue) need not pass the guards below.
+        if !Self::stays_inline(dev, load) {
+            return false;
         }
         if crate::blk::in_fs_transaction() {
             return skipped(&dev.stats.nowait_skip_journal);
@@ -246,7 +255,7 @@ impl LoopCmd {
             // fs_reclaim -> q_usage_counter). The worker's submission creates it.
             return false;
         }
-        Self::stays_inline(dev, load)
+        true
     }
 
     /// Whether a direct-I/O request is left to `queue_rq` (true) rather than handed to the
@@ -545,14 +554,12 @@ impl LoopCmd {
             ReqOp::Discard => pos().map_or(EIO, |pos| {
                 Self::fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
             }),
-            ReqOp::WriteZeroes => {
-                let mode = if rq.no_unmap() {
-                    FALLOC_FL_ZERO_RANGE
-                } else {
-                    FALLOC_FL_PUNCH_HOLE
-                };
-                pos().map_or(EIO, |pos| Self::fallocate(dev, file, rq, pos, mode))
+            ReqOp::WriteZeroes if rq.no_unmap() => {
+                pos().map_or(EIO, |pos| Self::zero_allocated(dev, file, rq, pos))
             }
+            ReqOp::WriteZeroes => pos().map_or(EIO, |pos| {
+                Self::fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
+            }),
             ReqOp::Other => EIO,
         }
     }
@@ -579,6 +586,30 @@ impl LoopCmd {
             }
         }
         done
+    }
+
+    /// A write-zeroes that must keep the range allocated (`REQ_NOUNMAP`): written, zeroed
+    /// blocks (`FALLOC_FL_WRITE_ZEROES`, so later writes need no unwritten-extent conversion)
+    /// where the backing file system offers them, else unwritten ones (`FALLOC_FL_ZERO_RANGE`,
+    /// loop.c's way). Never past the end of the file: `FALLOC_FL_WRITE_ZEROES` would extend it.
+    fn zero_allocated(dev: &LoopDevice, file: &BackingFile, rq: &Request, pos: u64) -> isize {
+        let len = u64::from(rq.bytes());
+        if dev.discard_enabled()
+            && dev.write_zeroes_enabled()
+            && pos.checked_add(len).is_some_and(|end| end <= file.size())
+        {
+            match file.fallocate(FALLOC_FL_WRITE_ZEROES, pos, len) as isize {
+                0 => {
+                    dev.stats
+                        .write_zeroes_offloaded
+                        .fetch_add(1, Ordering::Relaxed);
+                    return 0;
+                }
+                EOPNOTSUPP => dev.disable_write_zeroes(),
+                _ => return EIO,
+            }
+        }
+        Self::fallocate(dev, file, rq, pos, FALLOC_FL_ZERO_RANGE)
     }
 
     fn fallocate(dev: &LoopDevice, file: &BackingFile, rq: &Request, pos: u64, mode: i32) -> isize {

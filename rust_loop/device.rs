@@ -228,15 +228,18 @@ impl HwQueue {
 ///
 /// # Invariants
 ///
-/// Holds at least one entry. Replaced only while the device's queue is frozen (no request is in
-/// flight) and the device mutex is held; read by requests in flight or under the device mutex,
-/// so reads and writes never overlap.
+/// Empty while the device is unbound; one entry per hardware queue while it is bound (started by
+/// `configure`, stopped by `unbind`: an idle device costs no thread, as with loop.c, whose
+/// workqueue exists only while bound). Replaced only while the device's queue is frozen (no
+/// request is in flight) and the device mutex is held; read by requests in flight or under the
+/// device mutex, so reads and writes never overlap.
 struct HwQueues(UnsafeCell<KVec<HwQueue>>);
 
 impl HwQueues {
     /// Starts `count` (at least one) workers for `loop<number>`: `loopN` runs hardware queue 0,
-    /// `loopN-K` queue K.
-    fn start(number: u32, count: u32) -> Result<KVec<HwQueue>> {
+    /// `loopN-K` queue K; queue K's request counter starts at `requests[K]` (0 past its end).
+    /// May sleep.
+    fn start(number: u32, count: u32, requests: &[u64]) -> Result<KVec<HwQueue>> {
         let mut queues = KVec::with_capacity(count.max(1) as usize, GFP_KERNEL)?;
         for q in 0..count.max(1) {
             let name = if q == 0 {
@@ -246,7 +249,7 @@ impl HwQueues {
             };
             let queue = HwQueue {
                 worker: KthreadWorker::new(&name)?,
-                requests: AtomicU64::new(0),
+                requests: AtomicU64::new(requests.get(q as usize).copied().unwrap_or(0)),
                 inflight: AtomicU32::new(0),
                 last_submitter: AtomicUsize::new(0),
                 streak: AtomicU32::new(0),
@@ -295,6 +298,19 @@ struct Config {
     file_name: [u8; NAME_SIZE],
     old_gfp: u32,
     dio: DioAlign,
+    /// Requests started on each hardware queue in earlier bindings (the queues and their
+    /// counters go with the workers at unbinding; the next binding starts from these).
+    retired_requests: KVec<u64>,
+}
+
+/// What a partition scan read: the backing file (an identity, never dereferenced), the
+/// device's offset into it and size, and the file's change cookie read before the scan.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct PartTableStamp {
+    file: usize,
+    offset: u64,
+    sectors: u64,
+    cookie: u64,
 }
 
 /// One loop device.
@@ -332,6 +348,12 @@ pub(crate) struct LoopDevice {
     io: IoCell,
     /// Discard/write-zeroes still advertised (cleared when the file cannot fallocate).
     discard_on: AtomicBool,
+    /// What the last partition scan saw (see [`PartTableStamp`]).
+    #[pin]
+    part_stamp: SpinLock<Option<PartTableStamp>>,
+    /// `REQ_NOUNMAP` write-zeroes try `FALLOC_FL_WRITE_ZEROES` first (until the backing file
+    /// refuses it with `EOPNOTSUPP`).
+    write_zeroes_on: AtomicBool,
     /// Visible to `LOOP_CTL_GET_FREE`/`REMOVE` (`idr_visible`).
     pub(crate) visible: AtomicBool,
     /// Whether the `loop/` sysfs group exists.
@@ -432,12 +454,11 @@ impl LoopDevice {
             },
             &name,
         )?;
-        let hw_queues = HwQueues::start(number, nr_hw_queues)?;
         let dev = Arc::pin_init(
             pin_init!(Self {
                 number,
                 disk,
-                hw_queues: HwQueues(UnsafeCell::new(hw_queues)),
+                hw_queues: HwQueues(UnsafeCell::new(KVec::new())),
                 cgroup_workers <- CgroupWorkers::new(*number),
                 nr_hw_queues: AtomicU32::new(nr_hw_queues.max(1)),
                 nowait_max_depth: AtomicU32::new(crate::nowait_max_depth()),
@@ -446,6 +467,7 @@ impl LoopDevice {
                     file_name: [0; NAME_SIZE],
                     old_gfp: 0,
                     dio: DioAlign { min_size: SECTOR_SIZE, mem_mask: SECTOR_SIZE - 1 },
+                    retired_requests: KVec::new(),
                 }),
                 state: AtomicU8::new(State::Unbound as u8),
                 offset: AtomicU64::new(0),
@@ -454,6 +476,8 @@ impl LoopDevice {
                 backing <- kernel::new_spinlock!(None),
                 io: IoCell(UnsafeCell::new(None)),
                 discard_on: AtomicBool::new(true),
+                write_zeroes_on: AtomicBool::new(true),
+                part_stamp <- kernel::new_spinlock!(None),
                 visible: AtomicBool::new(false),
                 sysfs_on: AtomicBool::new(false),
                 stats_on: AtomicBool::new(false),
@@ -490,7 +514,7 @@ impl LoopDevice {
         self.disk.queue()
     }
 
-    /// The hardware queue `rq` was dispatched on (always present: there is at least one).
+    /// The hardware queue `rq` was dispatched on (present while the device is bound).
     pub(crate) fn hw_queue_of(&self, rq: &Request) -> Option<&HwQueue> {
         // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
         unsafe { self.hw_queues.get(rq.hw_queue()) }
@@ -501,9 +525,13 @@ impl LoopDevice {
         &self,
         f: impl FnOnce(&mut dyn Iterator<Item = u64>) -> R,
     ) -> R {
-        let _cfg = self.cfg.lock();
+        let cfg = self.cfg.lock();
         // SAFETY: The device mutex is held.
         let queues = unsafe { self.hw_queues.all() };
+        if queues.is_empty() {
+            // Unbound: what the queues counted while bound.
+            return f(&mut cfg.retired_requests.iter().copied());
+        }
         f(&mut queues.iter().map(|q| q.requests.load(Ordering::Relaxed)))
     }
 
@@ -529,27 +557,25 @@ impl LoopDevice {
         self.nr_hw_queues.load(Ordering::Relaxed)
     }
 
-    /// Changes the number of hardware queues and workers of an unbound device (the per-device
-    /// form of the `nr_hw_queues` module parameter): 1 to the number of online CPUs.
+    /// Changes the number of hardware queues of an unbound device (the per-device form of the
+    /// `nr_hw_queues` module parameter): 1 to the number of online CPUs. Their workers start
+    /// when the device is bound.
     pub(crate) fn set_nr_hw_queues(&self, count: u32) -> Result {
         if count == 0 || count > crate::blk::online_cpus() {
             return Err(EINVAL);
         }
-        let old = {
-            let cfg = self.cfg.lock();
+        {
+            let mut cfg = self.cfg.lock();
             if self.state() != State::Unbound {
                 return Err(EBUSY);
             }
             if count == self.nr_hw_queues() {
                 return Ok(());
             }
-            let new = HwQueues::start(self.number, count)?;
             self.set_state(State::Resizing);
-            let frozen = self.queue().freeze();
-            self.hw_queues.replace(&cfg, &frozen, new)
-        };
-        // The old workers are idle (the queue was drained); dropping them stops their threads.
-        drop(old);
+            // New queues count from zero.
+            cfg.retired_requests.clear();
+        }
         // Not under the device mutex: `blk_mq_update_nr_hw_queues` takes the tag set's
         // `update_nr_hwq_lock`, which `del_gendisk` holds while it takes `open_mutex`, under
         // which `open` takes the device mutex. `Resizing` keeps binding and removal out.
@@ -610,6 +636,17 @@ impl LoopDevice {
         self.discard_on.load(Ordering::Relaxed)
     }
 
+    /// Whether a `REQ_NOUNMAP` write-zeroes tries `FALLOC_FL_WRITE_ZEROES` first.
+    pub(crate) fn write_zeroes_enabled(&self) -> bool {
+        self.write_zeroes_on.load(Ordering::Relaxed)
+    }
+
+    /// The backing file refused `FALLOC_FL_WRITE_ZEROES`: `REQ_NOUNMAP` write-zeroes use
+    /// `FALLOC_FL_ZERO_RANGE` from now on (until the next binding).
+    pub(crate) fn disable_write_zeroes(&self) {
+        self.write_zeroes_on.store(false, Ordering::Relaxed);
+    }
+
     /// The backing file cannot `fallocate` in `mode`: stop advertising what needs it
     /// (`loop_clear_limits`). Called from the worker, once per kind.
     pub(crate) fn disable_fallocate(&self, mode: i32) {
@@ -621,6 +658,13 @@ impl LoopDevice {
         let _ = self.queue().update_limits(|lim| {
             if mode & crate::backing::FALLOC_FL_ZERO_RANGE != 0 {
                 lim.max_write_zeroes_sectors = 0;
+            }
+            // Write-zeroes with unmap are hole punches: both need them (and the block layer
+            // wants the unmap limit 0 or equal to the write-zeroes one).
+            if mode & (crate::backing::FALLOC_FL_ZERO_RANGE | crate::backing::FALLOC_FL_PUNCH_HOLE)
+                != 0
+            {
+                lim.max_hw_wzeroes_unmap_sectors = 0;
             }
             if mode & crate::backing::FALLOC_FL_PUNCH_HOLE != 0 {
                 lim.max_hw_discard_sectors = 0;
@@ -704,6 +748,10 @@ impl LoopDevice {
         }
         lim.max_hw_discard_sectors = max_discard;
         lim.max_write_zeroes_sectors = max_discard;
+        // A write-zeroes that may unmap punches a hole: as cheap as a discard, and the range
+        // reads as zeroes. Advertised, file systems on the device can offer
+        // `FALLOC_FL_WRITE_ZEROES` themselves (xfs and ext4 ask the device for this limit).
+        lim.max_hw_wzeroes_unmap_sectors = max_discard;
         lim.discard_granularity = if max_discard != 0 { granularity } else { 0 };
     }
 
@@ -792,6 +840,8 @@ impl LoopDevice {
         if config.block_size != 0 && !valid_block_size(config.block_size as usize) {
             return Err(EINVAL);
         }
+        // The workers run only while the device is bound; on a later failure they stop again.
+        let queues = HwQueues::start(self.number, self.nr_hw_queues(), &cfg.retired_requests)?;
         self.apply_info(&mut cfg, info)?;
         let mut flags = info.lo_flags;
         if !file.is_writable() || mode & BLK_OPEN_WRITE == 0 {
@@ -809,6 +859,7 @@ impl LoopDevice {
         cfg.old_gfp = file.restrict_gfp();
         cfg.dio = file.dio_align();
         self.discard_on.store(true, Ordering::Relaxed);
+        self.write_zeroes_on.store(true, Ordering::Relaxed);
         let dio = cfg.dio;
         if let Err(e) = self
             .queue()
@@ -829,6 +880,8 @@ impl LoopDevice {
         {
             let frozen = self.queue().freeze();
             self.publish_io(&frozen, Some(file));
+            // The old value is empty (unbound).
+            drop(self.hw_queues.replace(&cfg, &frozen, queues));
         }
         self.set_state(State::Bound);
         if crate::part_shift() != 0 {
@@ -859,7 +912,44 @@ impl LoopDevice {
         );
     }
 
+    /// The state of the backing file a partition scan reads, if it can be known to be
+    /// unchanged later (the file system keeps a change cookie).
+    fn part_table_stamp(&self) -> Option<PartTableStamp> {
+        let file = self.backing.lock().clone()?;
+        let cookie = file.change_cookie();
+        if cookie == 0 {
+            return None;
+        }
+        Some(PartTableStamp {
+            file: file.as_raw() as usize,
+            offset: self.offset(),
+            sectors: self.calculate_size(&file),
+            cookie,
+        })
+    }
+
+    /// From `open`: a pending partition scan (`BLKRRPART`) over a partition table that cannot
+    /// have changed since the last scan is dropped, so the partitions are not removed and
+    /// added again. That is what made them appear, vanish and reappear after `losetup -P`:
+    /// udev watches loop devices, and when `losetup` closes the device it had open for writing,
+    /// udev asks for a rescan (`BLKRRPART`) right after the driver's own. The table cannot have
+    /// changed when the backing file, its offset and size are the same and its change cookie
+    /// (`i_version`, bumped by every write and `fallocate`, through the device or not) is the
+    /// one read before that scan, and the device's page cache holds no unwritten data.
+    fn drop_redundant_part_scan(&self) {
+        let now = self.part_table_stamp();
+        let mut last = self.part_stamp.lock();
+        if now.is_some() && *last == now && !self.disk.page_cache_dirty() {
+            self.disk.cancel_part_scan();
+            self.stats.partscan_skipped.fetch_add(1, Ordering::Relaxed);
+        } else {
+            // The scan goes ahead: it sees at least this state.
+            *last = now;
+        }
+    }
+
     fn reread_partitions(&self) {
+        *self.part_stamp.lock() = self.part_table_stamp();
         if let Err(e) = self.disk.rescan_partitions(false) {
             pr_warn!(
                 "loop_reread_partitions: partition scan of loop{} failed (rc={})\n",
@@ -900,11 +990,24 @@ impl LoopDevice {
     /// disk's `open_mutex` and there are no openers, so no I/O is in flight.
     fn unbind(&self) {
         let file = self.backing.lock().take();
-        {
+        let workers = {
+            let mut cfg = self.cfg.lock();
             let frozen = self.queue().freeze();
             self.publish_io(&frozen, None);
-        }
-        // Drained: no command holds a cgroup worker.
+            let old = self.hw_queues.replace(&cfg, &frozen, KVec::new());
+            // Keep the counts for the next binding (lost only if this allocation fails).
+            cfg.retired_requests.clear();
+            for q in old.iter() {
+                let _ = cfg
+                    .retired_requests
+                    .push(q.requests.load(Ordering::Relaxed), GFP_KERNEL);
+            }
+            old
+        };
+        // Drained: no command holds a worker. Dropping them stops their threads (after the
+        // last command's work function has returned).
+        drop(workers);
+        *self.part_stamp.lock() = None;
         self.cgroup_workers.stop_all();
         let old_gfp = {
             let mut cfg = self.cfg.lock();
@@ -1231,9 +1334,11 @@ impl DiskOps for LoopDisk {
     fn open(dev: &LoopDevice, _mode: u32) -> Result {
         let _cfg = dev.cfg.lock();
         match dev.state() {
-            State::Deleting | State::Rundown => Err(ENXIO),
-            _ => Ok(()),
+            State::Deleting | State::Rundown => return Err(ENXIO),
+            State::Bound if dev.disk.part_scan_pending() => dev.drop_redundant_part_scan(),
+            _ => {}
         }
+        Ok(())
     }
 
     fn release(dev: &LoopDevice) {

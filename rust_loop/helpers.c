@@ -172,6 +172,42 @@ bool rust_loop_file_sb_has_dio_wq(struct file *file)
 	return READ_ONCE(file_inode(file)->i_sb->s_dio_done_wq) != NULL;
 }
 
+/*
+ * The backing file's change cookie: its i_version where the file system keeps one (xfs, ext4,
+ * btrfs, tmpfs; for a file on overlayfs, that of the real file below), 0 where it does not. Marks the value queried, so that the next change to the
+ * file's data or metadata gives a new value.
+ */
+u64 rust_loop_file_change_cookie(struct file *file)
+{
+	/* The file that holds the data: below an overlay (a container image), the real one. */
+	struct inode *inode = d_real_inode(file->f_path.dentry);
+
+	if (!IS_I_VERSION(inode))
+		return 0;
+	return inode_query_iversion(inode);
+}
+
+/* Whether a partition scan is pending on @disk (set by BLKRRPART before it opens the disk). */
+bool rust_loop_disk_part_scan_pending(struct gendisk *disk)
+{
+	return test_bit(GD_NEED_PART_SCAN, &disk->state);
+}
+
+/* Drops a pending partition scan: the open that follows does not rescan. */
+void rust_loop_disk_cancel_part_scan(struct gendisk *disk)
+{
+	clear_bit(GD_NEED_PART_SCAN, &disk->state);
+}
+
+/* Whether the whole-disk block device's page cache holds data not yet written to the device. */
+bool rust_loop_disk_page_cache_dirty(struct gendisk *disk)
+{
+	struct address_space *mapping = disk->part0->bd_mapping;
+
+	return mapping_tagged(mapping, PAGECACHE_TAG_DIRTY) ||
+	       mapping_tagged(mapping, PAGECACHE_TAG_WRITEBACK);
+}
+
 /* Whether the current task is a loop worker (rust_loop's or loop.c's set PF_LOCAL_THROTTLE). */
 bool rust_loop_task_is_loop_worker(void)
 {
@@ -247,6 +283,8 @@ unsigned int rust_loop_online_cpus(void)
  * As loop_queue_rq(): the blkcg of the request's first bio, and a reference on the memory
  * cgroup of that blkcg's cgroup. The blkcg needs no reference of its own: the bio holds one
  * (through its blkg) until the request ends, and kthread_associate_blkcg() takes its own.
+ * The root blkcg gives NULL for both: the worker, a kthread of the root cgroup, is charged to
+ * the root cgroups already, so there is nothing to enter (and no reference to take and drop).
  */
 void rust_loop_rq_cgroups(struct request *rq, struct cgroup_subsys_state **blkcg,
 			  struct cgroup_subsys_state **memcg)
@@ -256,6 +294,8 @@ void rust_loop_rq_cgroups(struct request *rq, struct cgroup_subsys_state **blkcg
 #ifdef CONFIG_BLK_CGROUP
 	if (rq->bio) {
 		*blkcg = bio_blkcg_css(rq->bio);
+		if (*blkcg == blkcg_root_css)
+			*blkcg = NULL;
 #ifdef CONFIG_MEMCG
 		if (*blkcg)
 			*memcg = cgroup_get_e_css((*blkcg)->cgroup, &memory_cgrp_subsys);

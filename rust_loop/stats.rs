@@ -29,6 +29,10 @@
 //! - `hw_queue_requests`: requests started on each hardware queue;
 //! - `nowait_undeferred`: NOWAIT submissions made inside the submitter's `submit_bio`, whose
 //!   backing bios were sent at once rather than deferred on its `bio_list`;
+//! - `partscan_skipped`: partition rescans (`BLKRRPART`) dropped because the partition table
+//!   cannot have changed since the last scan (no remove/add of the partitions);
+//! - `write_zeroes_offloaded`: `REQ_NOUNMAP` write-zeroes done with `FALLOC_FL_WRITE_ZEROES`
+//!   (written, zeroed blocks) rather than `FALLOC_FL_ZERO_RANGE` (unwritten ones);
 //! - `worker_queued`, `backing_inflight` (gauges): commands queued to a worker that has not
 //!   started them yet, and direct-I/O kiocbs submitted to the backing file and not yet
 //!   completed (where a device's requests are, when it looks stuck).
@@ -77,6 +81,10 @@ pub(crate) struct DevStats {
     pub(crate) nowait_skip_depth: AtomicU64,
     /// Requests handed to the worker to find out whether their task keeps submitting meanwhile.
     pub(crate) nowait_probes: AtomicU64,
+    /// Partition rescans dropped as redundant.
+    pub(crate) partscan_skipped: AtomicU64,
+    /// `REQ_NOUNMAP` write-zeroes done with `FALLOC_FL_WRITE_ZEROES`.
+    pub(crate) write_zeroes_offloaded: AtomicU64,
     /// Commands queued to a worker and not yet started by it.
     pub(crate) worker_queued: AtomicU32,
     /// Direct-I/O kiocbs submitted to the backing file and not yet completed.

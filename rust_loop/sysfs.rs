@@ -98,6 +98,10 @@ static SKIP_JOURNAL: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_journal", show_skip_journal);
 static UNDEFERRED: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_undeferred", show_undeferred);
+static PARTSCAN_SKIPPED: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"partscan_skipped", show_partscan_skipped);
+static WRITE_ZEROES_OFFLOADED: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"write_zeroes_offloaded", show_write_zeroes_offloaded);
 static SKIP_STACK: KernelOwned<bindings::device_attribute> =
     ro_attr(c"nowait_skip_stack", show_skip_stack);
 static SKIP_RQQOS: KernelOwned<bindings::device_attribute> =
@@ -134,7 +138,7 @@ static WORKER_QUEUED: KernelOwned<bindings::device_attribute> =
 static BACKING_INFLIGHT: KernelOwned<bindings::device_attribute> =
     ro_attr(c"backing_inflight", show_backing_inflight);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 24]> = KernelOwned(UnsafeCell::new([
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 26]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -144,6 +148,8 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 24]> = KernelOwned(Un
     WRITE_BYTES.get().cast(),
     SKIP_JOURNAL.get().cast(),
     UNDEFERRED.get().cast(),
+    WRITE_ZEROES_OFFLOADED.get().cast(),
+    PARTSCAN_SKIPPED.get().cast(),
     SKIP_STACK.get().cast(),
     SKIP_RQQOS.get().cast(),
     SKIP_CGROUP.get().cast(),
@@ -322,6 +328,14 @@ show_value!(show_nowait_completions, |lo| lo
 show_value!(show_nowait_eagain, |lo| lo
     .stats
     .nowait_eagain
+    .load(Ordering::Relaxed));
+show_value!(show_partscan_skipped, |lo| lo
+    .stats
+    .partscan_skipped
+    .load(Ordering::Relaxed));
+show_value!(show_write_zeroes_offloaded, |lo| lo
+    .stats
+    .write_zeroes_offloaded
     .load(Ordering::Relaxed));
 show_value!(show_undeferred, |lo| lo
     .stats

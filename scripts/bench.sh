@@ -13,9 +13,11 @@
 # per I/O, a CPU-cost figure that the host's load does not move (rounds agree within 1-2 %). Its
 # defaults: XFS on memory-backed null_blk only (no device time), raw, loop, rust_loop and
 # rust_loop_mq2 (2 hardware queues, every workload), the five cells of issue 14, 2 rounds x 2 s,
-# 512 MiB files, no page-cache test; quick: 1 round x 1 s, 256 MiB. BENCH_GATE=F makes the report
+# 512 MiB files, no page-cache test; quick: 2 rounds x 1 s, 256 MiB. BENCH_GATE=F makes the report
 # fail (exit 1) when rust_loop's overhead per I/O over the raw file exceeds F x the C loop's in a
-# cell (beyond a noise floor of 1 % of the C loop's instructions per I/O).
+# cell (beyond a noise floor of 1 % of the C loop's instructions per I/O); BENCH_GATE_EXEMPT lists
+# MODE/WORKLOAD cells that are reported but not gated (make perfcheck: the known gap, see
+# BENCHMARKS.md).
 #
 # Variables (defaults for a full run; BENCH_QUICK=1 changes the ones marked *):
 #   BENCH_RUNTIME=3*      seconds per fio cell            (quick: 1)
@@ -44,7 +46,9 @@ icount)
 	OUT=$ROOT/results/bench-icount
 	export VM_QEMU_OPTS="-icount shift=0,sleep=off${VM_QEMU_OPTS:+ $VM_QEMU_OPTS}"
 	if [ "${BENCH_QUICK:-0}" = 1 ]; then
-		: "${BENCH_RUNTIME:=1}" "${BENCH_ROUNDS:=1}" "${BENCH_FILE_MB:=256}"
+		# Two rounds even so: the 12-job cell moves by a few percent of its overhead between
+		# one-round runs, about what the perfcheck gate allows.
+		: "${BENCH_RUNTIME:=1}" "${BENCH_ROUNDS:=2}" "${BENCH_FILE_MB:=256}"
 	fi
 	: "${BENCH_RUNTIME:=2}" "${BENCH_ROUNDS:=2}" "${BENCH_FILE_MB:=512}" "${BENCH_PAGECACHE_MB:=0}"
 	: "${BENCH_BACKINGS:=nullb}" "${BENCH_DRIVERS:=raw,loop,rust_loop,rust_loop_mq2}"
@@ -154,7 +158,8 @@ rm -f "$img"
 [ $status = 0 ] || say "bench: the guest exited with status $status; reporting what it recorded"
 
 "$py" scripts/bench-report.py "$OUT/bench.json" --vm-seconds "$vm_secs" \
-	--host-load "$OUT/host-load.txt" ${BENCH_GATE:+--gate "$BENCH_GATE"} || rstatus=$?
+	--host-load "$OUT/host-load.txt" ${BENCH_GATE:+--gate "$BENCH_GATE"} \
+	${BENCH_GATE_EXEMPT:+--gate-exempt "$BENCH_GATE_EXEMPT"} || rstatus=$?
 [ "${rstatus:-0}" = 0 ] || [ "${rstatus:-0}" = 3 ] || die "bench-report.py failed"
 say "bench: done in $(($(date +%s) - start))s (VM ${vm_secs}s): $OUT/summary.md, $OUT/ratios.png, $OUT/bench.json"
 # A MISS never fails the bench; a guest that could not finish (set-up error, crash) does, and so

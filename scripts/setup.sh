@@ -89,10 +89,11 @@ fi
 [ -f "$LIBCLANG_PATH/libclang.so" ] || ls "$LIBCLANG_PATH"/libclang*.so* >/dev/null 2>&1 ||
 	die "libclang not found in LIBCLANG_PATH=$LIBCLANG_PATH: install libclang-19-dev"
 
-if ! rustup component list --installed 2>/dev/null | grep -q '^rust-src'; then
-	say "rustup component add rust-src"
-	rustup component add rust-src || die "rustup component add rust-src failed"
-fi
+for c in rust-src rustfmt clippy; do
+	rustup component list --installed 2>/dev/null | grep -q "^$c" && continue
+	say "rustup component add $c"
+	rustup component add "$c" || die "rustup component add $c failed"
+done
 if ! command -v bindgen >/dev/null; then
 	say "cargo install --locked bindgen-cli (a few minutes)"
 	cargo install --locked bindgen-cli || die "cargo install bindgen-cli failed"

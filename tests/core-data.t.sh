@@ -120,6 +120,63 @@ t_data_write_zeroes() {
 	detach "$dev"
 }
 
+# unwritten_in FILE FIRST LAST: prints the extents of FILE (filefrag -v, 4 KiB blocks) that
+# overlap blocks FIRST..LAST and are unwritten (allocated, reading as zeroes without data)
+unwritten_in() {
+	filefrag -v -b4096 "$1" | awk -v a="$2" -v b="$3" -F: '
+		$1 ~ /^ *[0-9]+$/ { split($2, r, /\.\./); if (r[1] + 0 <= b && r[2] + 0 >= a && $0 ~ /unwritten/) print }'
+}
+
+# A REQ_NOUNMAP write-zeroes (BLKZEROOUT: blkdiscard -z) becomes written, zeroed blocks
+# (FALLOC_FL_WRITE_ZEROES) where the backing file system can do that, unwritten ones
+# (FALLOC_FL_ZERO_RANGE, as loop.c) where it cannot. XFS can when its device zeroes with unmap:
+# a rust_loop device advertises that (its unmapping write-zeroes punch holes), so a second device
+# on a file in XFS on the first gets written extents; XFS on the virtio disk cannot.
+t_data_write_zeroes_offload() {
+	is_rust || return 0 # loop.c has neither
+	load_rust_loop max_loop=2
+	trap 'umount "$T/mnt" 2>/dev/null || true; cleanup_loops' EXIT
+	scratch_fs xfs
+	local lower upper plain bytes=$(((0xffffffff >> 9) << 9))
+	mkimg "$SCRATCH/lower.img" 512M # mkfs.xfs wants more than 300 MB
+	lower=$(attach "$SCRATCH/lower.img")
+	assert_sys "$lower" queue/write_zeroes_unmap_max_hw_bytes "$bytes"
+	assert_sys "$lower" queue/write_zeroes_max_bytes "$bytes"
+	mkfs.xfs -q -f "$lower" || fail "mkfs.xfs on $lower failed"
+	mkdir -p "$T/mnt"
+	mount "$lower" "$T/mnt" || fail "mount $lower failed"
+	dd if=/dev/urandom of="$T/mnt/upper.img" bs=1M count=16 conv=fsync status=none
+	upper=$(attach "$T/mnt/upper.img")
+	bounded 60 blkdiscard -z -o $((1 << 20)) -l $((4 << 20)) "$upper" || fail "blkdiscard -z failed"
+	assert_eq "$(region_sum "$upper" $((1 << 20)) $((4 << 20)))" "$(zero_sum $((4 << 20)))" "zeroed range via the device"
+	sync
+	assert_eq "$(region_sum "$T/mnt/upper.img" $((1 << 20)) $((4 << 20)))" "$(zero_sum $((4 << 20)))" "zeroed range in the file"
+	[ "$(stat_of "$upper" write_zeroes_offloaded)" -ge 1 ] ||
+		fail "write_zeroes_offloaded is $(stat_of "$upper" write_zeroes_offloaded) on XFS on rust_loop"
+	[ -z "$(unwritten_in "$T/mnt/upper.img" 256 1279)" ] ||
+		fail "FALLOC_FL_WRITE_ZEROES left unwritten extents: $(unwritten_in "$T/mnt/upper.img" 256 1279)"
+	log "XFS on rust_loop: $(stat_of "$upper" write_zeroes_offloaded) write-zeroes offloaded; extents: $(filefrag -v -b4096 "$T/mnt/upper.img" | awk -F: '$1 ~ /^ *[0-9]+$/' | tr -s ' ' | tr '\n' ';')"
+	detach "$upper"
+	# The upper device drops its backing file last in the unbind, after its loop/ directory
+	# went: the mount may be busy for a moment.
+	wait_for 10 umount "$T/mnt" || fail "umount of XFS on $lower failed: $(umount "$T/mnt" 2>&1)"
+	detach "$lower"
+	# XFS on the virtio disk: no write-zeroes with unmap below it, so unwritten extents.
+	fillimg "$SCRATCH/plain.img" 16
+	plain=$(attach "$SCRATCH/plain.img")
+	bounded 60 blkdiscard -z -o $((1 << 20)) -l $((4 << 20)) "$plain" || fail "blkdiscard -z failed"
+	assert_eq "$(region_sum "$plain" $((1 << 20)) $((4 << 20)))" "$(zero_sum $((4 << 20)))" "zeroed range (fallback)"
+	assert_eq "$(stat_of "$plain" write_zeroes_offloaded)" 0 "write-zeroes offloaded on XFS on virtio"
+	[ -n "$(unwritten_in "$SCRATCH/plain.img" 256 1279)" ] ||
+		fail "the fallback (FALLOC_FL_ZERO_RANGE) left no unwritten extent: $(filefrag -v -b4096 "$SCRATCH/plain.img")"
+	# Again, now that the device knows the file system refuses FALLOC_FL_WRITE_ZEROES.
+	bounded 60 blkdiscard -z -o $((8 << 20)) -l $((1 << 20)) "$plain" || fail "second blkdiscard -z failed"
+	assert_eq "$(region_sum "$plain" $((8 << 20)) $((1 << 20)))" "$(zero_sum $((1 << 20)))" "second zeroed range (fallback)"
+	detach "$plain"
+	# As above: the backing files are let go last in the unbind.
+	wait_for 10 scratch_umount || fail "umount of the scratch XFS failed: $(scratch_umount 2>&1)"
+}
+
 # A 1000-byte file: the device has one 512-byte sector, the file's first 512 bytes; the 488-byte
 # tail is not reachable, and writing the sector leaves the tail and the file size alone.
 t_data_file_size_not_sector_multiple() {

@@ -166,3 +166,69 @@ t_part_blkpg_removed_at_detach() {
 	wait_for 5 test ! -e "/sys/block/$name/${name}p1" || fail "BLKPG partition survived detach"
 	wait_for 5 test ! -e "/sys/block/$name/${name}p2" || fail "BLKPG partition survived detach"
 }
+
+# part_flaps NAME: partitions of NAME whose uevents in $T/uevents go on after their first "add"
+# (a remove, or a second add: the partition vanished and came back), with their actions
+part_flaps() {
+	awk -v dev="$1" '
+		$1 ~ /^KERNEL\[/ && $4 == "(block)" {
+			n = split($3, p, "/")
+			if (p[n] ~ ("^" dev "p[0-9]+$")) seq[p[n]] = seq[p[n]] " " $2
+		}
+		END { for (k in seq) if (seq[k] ~ /add .*(add|remove)/) print k ":" seq[k] }' "$T/uevents"
+}
+# part_step WHAT DEV COMMAND...: runs COMMAND under udevadm monitor; fails (rust_loop) or logs
+# (loop.c) when a partition of DEV flapped; prints nothing
+part_step() {
+	local what=$1 dev=$2 flaps
+	shift 2
+	monitor_start
+	"$@" || fail "$what failed"
+	udevadm settle
+	monitor_stop
+	flaps=$(part_flaps "$(basename "$dev")")
+	log "$what: $(grep -cE "^KERNEL.* (add|remove) .*/$(basename "$dev")p[0-9]+ \(block\)" "$T/uevents" || true) partition add/remove uevents${flaps:+; flapping: $flaps}"
+	[ -z "$flaps" ] || ! is_rust || fail "$what: partitions removed or added again after they appeared: $flaps"
+}
+
+# Partitions appear once: while losetup -P, LOOP_CONFIGURE with LO_FLAGS_PARTSCAN,
+# LOOP_CHANGE_FD and LOOP_SET_CAPACITY run, no partition is removed or added a second time
+# after it was added (loop.c has been seen to scan twice, so partitions appear, vanish and
+# reappear under udev and whoever mounts them).
+t_part_partitions_appear_once() {
+	load_rust_loop
+	trap 'monitor_stop; cleanup_loops' EXIT
+	gpt_image "$T/img"
+	cp "$T/img" "$T/img2"
+	local dev name
+	dev=$(free_loop)
+	name=$(basename "$dev")
+	part_step "losetup -P" "$dev" losetup -P "$dev" "$T/img"
+	[ "$(uevent_count add "${name}p1")" = 1 ] && [ "$(uevent_count add "${name}p2")" = 1 ] || ! is_rust ||
+		fail "losetup -P: expected one add uevent for each of p1, p2: $(cat "$T/uevents")"
+	detach "$dev"
+	udevadm settle
+	# LOOP_CONFIGURE with LO_FLAGS_PARTSCAN | LO_FLAGS_READ_ONLY (for the LOOP_CHANGE_FD below).
+	part_step "LOOP_CONFIGURE PARTSCAN" "$dev" lioctl "$dev" configure "$T/img" --flags 9 --ro-file
+	[ "$(uevent_count add "${name}p2")" = 1 ] || ! is_rust ||
+		fail "LOOP_CONFIGURE: expected one add uevent for p2: $(cat "$T/uevents")"
+	test -b "${dev}p2" || fail "${dev}p2 missing after LOOP_CONFIGURE"
+	part_step "LOOP_CHANGE_FD" "$dev" lioctl --ro "$dev" change-fd "$T/img2" --ro-file
+	wait_for 5 test -b "${dev}p2" || fail "${dev}p2 missing after LOOP_CHANGE_FD"
+	part_step "LOOP_SET_CAPACITY" "$dev" lioctl --ro "$dev" set-capacity
+	[ "$(uevent_count remove "${name}p1")" = 0 ] || ! is_rust ||
+		fail "LOOP_SET_CAPACITY removed p1: $(cat "$T/uevents")"
+	wait_for 5 test -b "${dev}p2" || fail "${dev}p2 missing after LOOP_SET_CAPACITY"
+	if is_rust; then
+		[ "$(stat_of "$dev" partscan_skipped)" -ge 1 ] ||
+			fail "no redundant rescan was dropped (partscan_skipped $(stat_of "$dev" partscan_skipped))"
+		log "partscan_skipped: $(stat_of "$dev" partscan_skipped)"
+	fi
+	# A table changed in the backing file behind the device's back is still seen by a rescan.
+	printf 'label: gpt\nstart=2048, size=8192\n' | sfdisk -q "$T/img2" >/dev/null || fail "sfdisk on the file failed"
+	udevadm settle
+	wait_for 10 blockdev --rereadpt "$dev" || fail "blockdev --rereadpt failed: $(blockdev --rereadpt "$dev" 2>&1)"
+	wait_for 5 test ! -e "/sys/block/$name/${name}p2" || fail "p2 still there after the table changed in the file"
+	assert_file "/sys/block/$name/${name}p1/size" 8192
+	detach "$dev"
+}

@@ -5,6 +5,16 @@
 hctx_count() { find "/sys/block/$(basename "$1")/mq" -mindepth 1 -maxdepth 1 -type d | wc -l; }
 # worker_threads N: the kernel threads of loopN's workers, sorted
 worker_threads() { ps -e -o comm= | grep -E "^loop$1(-[0-9]+)?\$" | sort | xargs; }
+# assert_workers N EXPECTED WHAT: loopN's worker threads become EXPECTED within 3 s (a stopped
+# kthread can linger in the task list for a moment after kthread_stop returned)
+assert_workers() {
+	local i
+	for i in $(seq 30); do
+		[ "$(worker_threads "$1")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	assert_eq "$(worker_threads "$1")" "$2" "$3"
+}
 # sysfs_write FILE VALUE: writes VALUE; prints the errno name on failure (echo's messages do not
 # say which error it was)
 sysfs_write() {
@@ -22,15 +32,27 @@ t_mq_param_sets_queues_and_workers() {
 	load_rust_loop nr_hw_queues=2 max_loop=2
 	assert_eq "$(hctx_count /dev/loop0)" 2 "hardware queues of loop0"
 	assert_sys /dev/loop0 rust_loop/nr_hw_queues 2
-	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "worker threads of loop0"
-	assert_eq "$(worker_threads 1)" "loop1 loop1-1" "worker threads of loop1"
+	# An unbound device has no thread (as loop.c's workqueue, created by binding).
+	assert_workers 0 "" "worker threads of unbound loop0"
+	assert_workers 1 "" "worker threads of unbound loop1"
+	mkimg "$T/img" 8M
+	local dev
+	dev=$(attach "$T/img")
+	assert_eq "$dev" /dev/loop0 "attached device"
+	assert_workers 0 "loop0 loop0-1" "worker threads of bound loop0"
+	assert_workers 1 "" "worker threads of unbound loop1"
+	cmp "$dev" "$T/img" || fail "data differs with 2 queues"
+	detach "$dev"
+	assert_workers 0 "" "worker threads of loop0 after detaching"
 	# Out of range: clamped to 1..online CPUs.
 	load_rust_loop nr_hw_queues=1000 max_loop=1
 	assert_sys /dev/loop0 rust_loop/nr_hw_queues "$(nproc)"
 	assert_eq "$(hctx_count /dev/loop0)" "$(nproc)" "hardware queues with nr_hw_queues=1000"
 	load_rust_loop nr_hw_queues=0 max_loop=1
 	assert_sys /dev/loop0 rust_loop/nr_hw_queues 1
-	assert_eq "$(worker_threads 0)" "loop0" "worker threads with nr_hw_queues=0"
+	dev=$(attach "$T/img")
+	assert_workers 0 "loop0" "worker threads with nr_hw_queues=0"
+	detach "$dev"
 }
 
 t_mq_sysfs_knob_on_unbound_device() {
@@ -40,7 +62,7 @@ t_mq_sysfs_knob_on_unbound_device() {
 	echo 2 >"$q" || fail "setting 2 queues on an unbound device failed"
 	assert_file "$q" 2
 	assert_eq "$(hctx_count /dev/loop0)" 2 "hardware queues after writing 2"
-	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "worker threads after writing 2"
+	assert_workers 0 "" "worker threads of the unbound device after writing 2"
 	assert_eq "$(sysfs_write "$q" 0)" EINVAL "writing 0"
 	assert_eq "$(sysfs_write "$q" abc)" EINVAL "writing abc"
 	assert_eq "$(sysfs_write "$q" $(($(nproc) + 1)))" EINVAL "writing more than the CPUs"
@@ -48,6 +70,7 @@ t_mq_sysfs_knob_on_unbound_device() {
 	local dev
 	dev=$(attach "$T/img")
 	assert_eq "$dev" /dev/loop0 "attached device"
+	assert_workers 0 "loop0 loop0-1" "worker threads once bound with 2 queues"
 	# Bound: EBUSY.
 	assert_eq "$(sysfs_write "$q" 1)" EBUSY "changing the queues of a bound device"
 	dd if=/dev/urandom of="$dev" bs=64k count=16 oflag=direct status=none
@@ -55,8 +78,9 @@ t_mq_sysfs_knob_on_unbound_device() {
 	detach "$dev"
 	echo 1 >"$q" || fail "going back to 1 queue failed"
 	assert_eq "$(hctx_count /dev/loop0)" 1 "hardware queues after writing 1"
-	assert_eq "$(worker_threads 0)" "loop0" "worker threads after writing 1"
+	assert_workers 0 "" "worker threads of the unbound device after writing 1"
 	dev=$(attach "$T/img")
+	assert_workers 0 "loop0" "worker threads once bound with 1 queue"
 	cmp -n 1M "$dev" "$T/img" || fail "data differs after going back to 1 queue"
 }
 
@@ -77,12 +101,12 @@ t_mq_sysfs_knob_races_bind_and_remove() {
 	local q=/sys/block/loop0/rust_loop/nr_hw_queues n
 	n=$(cat "$q")
 	assert_eq "$(hctx_count /dev/loop0)" "$n" "hardware queues after the race"
-	assert_eq "$(worker_threads 0 | wc -w)" "$n" "worker threads after the race"
+	assert_workers 0 "" "worker threads of the unbound device after the race"
 	echo 2 >"$q" || fail "setting 2 queues after the race failed"
-	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "worker threads after writing 2"
 	fillimg "$T/img" 8
 	local dev
 	dev=$(attach "$T/img")
+	assert_workers 0 "loop0 loop0-1" "worker threads once bound with 2 queues after the race"
 	cmp "$dev" "$T/img" || fail "data differs after the race"
 	detach "$dev"
 }
@@ -255,3 +279,49 @@ t_cgroup_throttled_reader_does_not_starve_others_dio() { cg_starve_case on; }
 # Buffered mode: the worker's reads of the backing file block while the throttled cgroup's bios
 # wait, so its commands must not sit in front of the other cgroup's.
 t_cgroup_throttled_reader_does_not_starve_others_buffered() { cg_starve_case off; }
+
+# max_cgroup_workers bounds the per-cgroup worker threads of a device: 200 cgroups read through
+# one buffered device at once (every command goes to a worker); no more than the bound run and
+# every read succeeds. A cgroup past the bound, whose commands run on the hardware queue's
+# worker, is still held to its io.max.
+t_cgroup_workers_bounded() {
+	is_rust || return 0 # rust_loop's own module parameter
+	load_rust_loop max_loop=1 max_cgroup_workers=4
+	scratch_fs xfs
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=192 status=none
+	sync
+	local i groups=() dev pids=() max=0 n
+	for i in $(seq 200); do groups+=("many$i"); done
+	cg_setup "${groups[@]}" limited
+	dev=$(attach "$SCRATCH/img" --direct-io=off)
+	echo 3 >/proc/sys/vm/drop_caches
+	for i in $(seq 200); do
+		cg_run "many$i" dd if="$dev" of=/dev/null bs=64k count=2 skip=$((i * 2)) iflag=direct status=none &
+		pids+=($!)
+	done
+	while [ -n "$(jobs -r)" ]; do
+		n=$(ps -e -o comm= | grep -c '^loop0-cg$' || true)
+		[ "$n" -gt "$max" ] && max=$n
+		sleep 0.1
+	done
+	for i in "${pids[@]}"; do wait "$i" || fail "a read in one of the 200 cgroups failed"; done
+	n=$(ps -e -o comm= | grep -c '^loop0-cg$' || true)
+	log "200 cgroups: at most $max cgroup worker threads seen, $n now (bound 4)"
+	[ "$max" -le 4 ] && [ "$n" -le 4 ] || fail "more than 4 cgroup worker threads ($max)"
+	[ "$n" -ge 1 ] || fail "no cgroup worker thread ran the 200 cgroups' reads"
+	local disk bw
+	disk=$(cat "/sys/class/block/$(basename "$SCRATCH_DEV")/dev")
+	echo "$disk rbps=5242880" >$CG/limited/io.max
+	echo 3 >/proc/sys/vm/drop_caches
+	bw=$(cg_run limited bash -c "$(declare -f fio_read_bw fail); fio_read_bw $dev 12 $T/fio.json")
+	n=$(ps -e -o comm= | grep -c '^loop0-cg$' || true)
+	log "cgroup past the bound: $bw KiB/s under io.max rbps=5MiB/s ($n cgroup worker threads)"
+	[ "$n" -le 4 ] || fail "the bound of 4 cgroup worker threads broke: $n"
+	[ "$bw" -ge 4096 ] && [ "$bw" -le 6144 ] ||
+		fail "$bw KiB/s is not within 20 % of 5120 KiB/s (io.max on $disk) past the bound"
+	detach "$dev"
+	n=$(ps -e -o comm= | grep -c '^loop0-cg$' || true)
+	[ "$n" = 0 ] || fail "cgroup worker threads left after clearing the device: $n"
+	cg_cleanup "${groups[@]}" limited
+	scratch_umount
+}

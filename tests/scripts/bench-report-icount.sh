@@ -56,6 +56,15 @@ out=$("$py" scripts/bench-report.py "$tmp/bad.json" --gate 1.05 2>&1) || rc=$?
 [ $rc = 3 ] || fail "overhead 5000 vs 4000 passed the 1.05 gate (rc=$rc)"
 grep -q 'perfcheck FAIL: nullb/dio/randread-4k-qd32 rust_loop: overhead 5,000 vs C loop 4,000' <<<"$out" ||
 	fail "the failure does not name the cell: $(tail -3 <<<"$out")"
+# An exempt cell over the gate is reported, not failed; another cell is still gated.
+rc=0
+out=$("$py" scripts/bench-report.py "$tmp/bad.json" --gate 1.05 --gate-exempt dio/randread-4k-qd32 2>&1) || rc=$?
+[ $rc = 0 ] || fail "an exempt cell failed the gate (rc=$rc)"
+grep -q 'over the gate but not gated (--gate-exempt): nullb/dio/randread-4k-qd32 rust_loop' <<<"$out" ||
+	fail "the exempt cell over the gate is not reported: $(tail -3 <<<"$out")"
+rc=0
+"$py" scripts/bench-report.py "$tmp/bad.json" --gate 1.05 --gate-exempt dio/seqread-1m-qd8 >/dev/null 2>&1 || rc=$?
+[ $rc = 3 ] || fail "exempting another cell let randread through (rc=$rc)"
 # Without --gate, cost never fails the report.
 rc=0
 "$py" scripts/bench-report.py "$tmp/bad.json" >/dev/null 2>&1 || rc=$?

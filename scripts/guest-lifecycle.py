@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The guest half of scripts/lifecycle.sh (runs inside the VM as root, udev running).
+
+For each driver (loop.ko, rust_loop.ko; LIFECYCLE_DRIVERS), loaded with max_loop=0 so that no
+device exists beforehand:
+  1. the idle cost: LIFECYCLE_IDLE devices created with LOOP_CTL_ADD and left unbound: memory
+     (MemAvailable, Slab, VmallocUsed) and kernel threads per device;
+  2. the lifecycle of LIFECYCLE_N devices, from 1 task and from LIFECYCLE_TASKS tasks (processes,
+     each its own range of device numbers): LOOP_CTL_ADD N, open /dev/loopN, LOOP_CONFIGURE on a
+     1 MiB backing file, read one 4 KiB block (O_DIRECT), LOOP_CLR_FD + close, LOOP_CTL_REMOVE N;
+     devices per second and p50/p99 latency of each step.
+Writes LIFECYCLE_OUT/lifecycle.json and prints a table.
+"""
+
+import json
+import mmap
+import multiprocessing
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import time
+import fcntl
+import importlib.util
+
+# guest-bench.py's helpers (unloading both loop drivers).
+_spec = importlib.util.spec_from_file_location(
+    "guest_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "guest-bench.py"))
+GB = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(GB)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = os.environ
+N = int(ENV.get("LIFECYCLE_N", "1000"))
+TASKS = int(ENV.get("LIFECYCLE_TASKS", "8"))
+IDLE = int(ENV.get("LIFECYCLE_IDLE", "1000"))
+DRIVERS = ENV.get("LIFECYCLE_DRIVERS", "loop,rust_loop").split(",")
+OUT = ENV.get("LIFECYCLE_OUT", os.path.join(ROOT, "results", "lifecycle"))
+KO = os.path.join(ROOT, "rust_loop.ko")
+WORK = "/tmp/lifecycle"
+
+LOOP_CLR_FD = 0x4C01
+LOOP_CONFIGURE = 0x4C0A
+LOOP_CTL_ADD = 0x4C80
+LOOP_CTL_REMOVE = 0x4C81
+LO_FLAGS_READ_ONLY = 1
+# struct loop_config: u32 fd, u32 block_size, struct loop_info64 (232 bytes), u64 __reserved[8]
+CONFIG = struct.Struct("=II" + "QQQQQIIII64s64s32s2Q" + "8Q")
+STEPS = ["add", "open", "configure", "read", "clear", "remove"]
+
+
+def sh(cmd, check=True):
+    r = subprocess.run(cmd, shell=isinstance(cmd, str), text=True, capture_output=True)
+    if check and r.returncode:
+        raise RuntimeError(f"{cmd!r}: {(r.stderr or r.stdout).strip()[:300]}")
+    return r
+
+
+def ioctl(fd, cmd, arg=0):
+    return fcntl.ioctl(fd, cmd, arg)
+
+
+def unload():
+    GB.unload_loop_drivers()
+
+
+def load(driver):
+    unload()
+    cmd = (["modprobe", "loop", "max_loop=0"] if driver == "loop"
+           else ["insmod", KO, "max_loop=0"])
+    for _ in range(50):
+        if sh(cmd, check=False).returncode == 0:
+            break
+        time.sleep(0.2)
+    else:
+        sh(cmd)
+    for _ in range(50):
+        if os.path.exists("/dev/loop-control"):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("no /dev/loop-control")
+
+
+def meminfo():
+    out = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, v = line.split(":", 1)
+            out[k] = int(v.split()[0])
+    return out
+
+
+def kthreads():
+    """Kernel threads (children of kthreadd, pid 2)."""
+    n = 0
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[1] == "2":
+                        n += 1
+            except (OSError, IndexError):
+                pass
+    return n
+
+
+def settle():
+    sh(["udevadm", "settle", "-t", "120"], check=False)
+
+
+def idle_cost(driver):
+    load(driver)
+    settle()
+    time.sleep(1)
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+    m0, t0 = meminfo(), kthreads()
+    ctl = os.open("/dev/loop-control", os.O_RDWR)
+    try:
+        for i in range(IDLE):
+            ioctl(ctl, LOOP_CTL_ADD, i)
+        settle()
+        time.sleep(1)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3")
+        m1, t1 = meminfo(), kthreads()
+        for i in range(IDLE):
+            ioctl(ctl, LOOP_CTL_REMOVE, i)
+    finally:
+        os.close(ctl)
+    settle()
+    per = {k: (m0[k] - m1[k] if k == "MemAvailable" else m1[k] - m0[k]) / IDLE
+           for k in ("MemAvailable", "Slab", "SUnreclaim", "VmallocUsed", "Percpu")}
+    return {"devices": IDLE, "kib_per_device": per, "kthreads_per_device": (t1 - t0) / IDLE,
+            "kthreads_before": t0, "kthreads_after": t1}
+
+
+def one_device(ctl, i, backing_fd, buf, lat):
+    t = time.perf_counter()
+    ioctl(ctl, LOOP_CTL_ADD, i)
+    t1 = time.perf_counter()
+    path = f"/dev/loop{i}"
+    for _ in range(2000):  # devtmpfs makes the node at add_disk: normally there at once
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            break
+        except FileNotFoundError:
+            time.sleep(0.001)
+    else:
+        raise RuntimeError(f"{path} did not appear")
+    t2 = time.perf_counter()
+    # fd, block_size; lo_device, lo_inode, lo_rdevice, lo_offset, lo_sizelimit; lo_number,
+    # lo_encrypt_type, lo_encrypt_key_size, lo_flags; names and key; lo_init[2]; __reserved[8]
+    cfg = CONFIG.pack(backing_fd, 0, 0, 0, 0, 0, 0, 0, 0, 0, LO_FLAGS_READ_ONLY, b"", b"", b"",
+                      0, 0, *([0] * 8))
+    ioctl(fd, LOOP_CONFIGURE, cfg)
+    t3 = time.perf_counter()
+    if os.preadv(fd, [buf], 0) != 4096:
+        raise RuntimeError(f"short read on {path}")
+    t4 = time.perf_counter()
+    ioctl(fd, LOOP_CLR_FD)
+    os.close(fd)  # the last close unbinds (LOOP_CLR_FD on an open device is deferred to it)
+    t5 = time.perf_counter()
+    for _ in range(200):
+        try:
+            ioctl(ctl, LOOP_CTL_REMOVE, i)
+            break
+        except OSError as e:  # EBUSY while udev still has the device open
+            if e.errno != 16:
+                raise
+            time.sleep(0.005)
+    else:
+        raise RuntimeError(f"LOOP_CTL_REMOVE {i}: EBUSY for 1 s")
+    t6 = time.perf_counter()
+    for s, a, b in zip(STEPS, (t, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6)):
+        lat[s].append(b - a)
+
+
+def worker(first, count, backing, q):
+    lat = {s: [] for s in STEPS}
+    ctl = os.open("/dev/loop-control", os.O_RDWR)
+    bfd = os.open(backing, os.O_RDONLY)
+    buf = mmap.mmap(-1, 4096)
+    err = None
+    try:
+        for i in range(first, first + count):
+            one_device(ctl, i, bfd, buf, lat)
+    except Exception as e:  # noqa: BLE001 - reported to the parent
+        err = str(e)
+    os.close(bfd)
+    os.close(ctl)
+    q.put((lat, err))
+
+
+def lifecycle(driver, tasks, backing):
+    load(driver)
+    settle()
+    per = N // tasks
+    q = multiprocessing.Queue()
+    procs = [multiprocessing.Process(target=worker, args=(k * per, per, backing, q))
+             for k in range(tasks)]
+    t0 = time.perf_counter()
+    for p in procs:
+        p.start()
+    results = [q.get() for _ in procs]
+    for p in procs:
+        p.join()
+    wall = time.perf_counter() - t0
+    settle()
+    errors = [e for _, e in results if e]
+    lat = {s: [x for r, _ in results for x in r[s]] for s in STEPS}
+    done = len(lat["remove"])
+    res = {"driver": driver, "tasks": tasks, "devices": done, "wall_s": wall,
+           "devices_per_s": done / wall if wall else 0, "errors": errors}
+    for s in STEPS:
+        xs = sorted(lat[s])
+        if xs:
+            res[f"{s}_p50_ms"] = statistics.median(xs) * 1e3
+            res[f"{s}_p99_ms"] = xs[min(len(xs) - 1, int(len(xs) * 0.99))] * 1e3
+    return res
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    os.makedirs(WORK, exist_ok=True)
+    backing = f"{WORK}/backing.img"
+    with open(backing, "wb") as f:
+        f.write(os.urandom(1 << 20))
+    res = {"n": N, "tasks": TASKS, "idle_devices": IDLE, "kernel": os.uname().release,
+           "idle": {}, "runs": []}
+    for d in DRIVERS:
+        print(f"{d}: idle cost of {IDLE} unbound devices", flush=True)
+        res["idle"][d] = idle_cost(d)
+        print(f"  {json.dumps(res['idle'][d])}", flush=True)
+        for tasks in (1, TASKS):
+            print(f"{d}: lifecycle of {N} devices from {tasks} task(s)", flush=True)
+            r = lifecycle(d, tasks, backing)
+            res["runs"].append(r)
+            print(f"  {r['devices']} devices in {r['wall_s']:.1f}s: {r['devices_per_s']:.1f}/s"
+                  + (f"; errors: {r['errors']}" if r["errors"] else ""), flush=True)
+    unload()
+    with open(os.path.join(OUT, "lifecycle.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    # The table.
+    L = ["| driver | tasks | devices/s | " + " | ".join(f"{s} p50/p99 ms" for s in STEPS) + " |",
+         "|---|--:|--:|" + "--:|" * len(STEPS)]
+    for r in res["runs"]:
+        L.append(f"| {r['driver']} | {r['tasks']} | {r['devices_per_s']:.1f} | "
+                 + " | ".join(f"{r.get(s + '_p50_ms', 0):.2f} / {r.get(s + '_p99_ms', 0):.2f}"
+                              for s in STEPS) + " |")
+    L += ["", "| driver | idle device: KiB MemAvailable | KiB slab | KiB vmalloc | KiB percpu | kernel threads |",
+          "|---|--:|--:|--:|--:|--:|"]
+    for d, v in res["idle"].items():
+        k = v["kib_per_device"]
+        L.append(f"| {d} | {k['MemAvailable']:.1f} | {k['Slab']:.1f} | {k['VmallocUsed']:.1f} | "
+                 f"{k['Percpu']:.1f} | {v['kthreads_per_device']:.2f} |")
+    ratios = []
+    for tasks in (1, TASKS):
+        c = next((r for r in res["runs"] if r["driver"] == "loop" and r["tasks"] == tasks), None)
+        rr = next((r for r in res["runs"] if r["driver"] == "rust_loop" and r["tasks"] == tasks), None)
+        if c and rr and c["devices_per_s"]:
+            ratios.append(f"{tasks} task(s): rust_loop / C loop devices per second = "
+                          f"{rr['devices_per_s'] / c['devices_per_s']:.2f}")
+    L += [""] + ratios
+    md = "\n".join(L) + "\n"
+    with open(os.path.join(OUT, "summary.md"), "w") as f:
+        f.write(md)
+    print(md)
+    bad = [r for r in res["runs"] if r["errors"] or r["devices"] != N // r["tasks"] * r["tasks"]]
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The lifecycle benchmark (make lifecycle): how fast devices come and go, and what an idle one
+# costs, for loop.ko and rust_loop.ko in one VM (udev running). See BENCHMARKS.md "Lifecycle".
+#
+#   scripts/lifecycle.sh
+#   LIFECYCLE_N=1000 LIFECYCLE_TASKS=8 LIFECYCLE_IDLE=1000 scripts/lifecycle.sh
+#
+# Results in results/lifecycle/: lifecycle.json, summary.md.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$ROOT"
+for v in LIFECYCLE_N LIFECYCLE_TASKS LIFECYCLE_IDLE; do
+	[[ "${!v:-1}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive number"
+done
+if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ] && [ "${BENCH_NO_SETUP:-0}" != 1 ]; then
+	bash scripts/setup.sh
+fi
+bash scripts/kernel.sh >/dev/null
+make -s modules >&2 || die "module build failed"
+mkdir -p results/lifecycle
+bash scripts/vm.sh -- env LIFECYCLE_N="${LIFECYCLE_N:-1000}" LIFECYCLE_TASKS="${LIFECYCLE_TASKS:-8}" \
+	LIFECYCLE_IDLE="${LIFECYCLE_IDLE:-1000}" LIFECYCLE_DRIVERS="${LIFECYCLE_DRIVERS:-loop,rust_loop}" \
+	python3 scripts/guest-lifecycle.py || die "the lifecycle benchmark failed (see above)"
