@@ -284,6 +284,8 @@ t_cgroup_throttled_reader_does_not_starve_others_buffered() { cg_starve_case off
 # one buffered device at once (every command goes to a worker); no more than the bound run and
 # every read succeeds. A cgroup past the bound, whose commands run on the hardware queue's
 # worker, is still held to its io.max.
+# 200 cgroups' processes: about 5 minutes on a busy TCG host, more on the debug kernel.
+timeout_t_cgroup_workers_bounded() { echo $((900 * ${TEST_SLOWDOWN:-1})); }
 t_cgroup_workers_bounded() {
 	is_rust || return 0 # rust_loop's own module parameter
 	load_rust_loop max_loop=1 max_cgroup_workers=4
