@@ -18,7 +18,6 @@ import mmap
 import multiprocessing
 import os
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -41,21 +40,18 @@ OUT = ENV.get("LIFECYCLE_OUT", os.path.join(ROOT, "results", "lifecycle"))
 KO = os.path.join(ROOT, "rust_loop.ko")
 WORK = "/tmp/lifecycle"
 
-LOOP_CLR_FD = 0x4C01
-LOOP_CONFIGURE = 0x4C0A
-LOOP_CTL_ADD = 0x4C80
-LOOP_CTL_REMOVE = 0x4C81
+# The loop ABI as the tests define it (tests/loopioctl.py: ioctl numbers, struct loop_config).
+_spec = importlib.util.spec_from_file_location("loopioctl", os.path.join(ROOT, "tests", "loopioctl.py"))
+LIO = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(LIO)
+LOOP_CLR_FD, LOOP_CONFIGURE = LIO.LOOP_CLR_FD, LIO.LOOP_CONFIGURE
+LOOP_CTL_ADD, LOOP_CTL_REMOVE = LIO.LOOP_CTL_ADD, LIO.LOOP_CTL_REMOVE
+CONFIG = LIO.CONFIG
 LO_FLAGS_READ_ONLY = 1
-# struct loop_config: u32 fd, u32 block_size, struct loop_info64 (232 bytes), u64 __reserved[8]
-CONFIG = struct.Struct("=II" + "QQQQQIIII64s64s32s2Q" + "8Q")
 STEPS = ["add", "open", "configure", "read", "clear", "remove"]
 
 
-def sh(cmd, check=True):
-    r = subprocess.run(cmd, shell=isinstance(cmd, str), text=True, capture_output=True)
-    if check and r.returncode:
-        raise RuntimeError(f"{cmd!r}: {(r.stderr or r.stdout).strip()[:300]}")
-    return r
+sh = GB.sh  # run a command, raise on failure unless check=False
 
 
 def ioctl(fd, cmd, arg=0):
