@@ -318,6 +318,7 @@ extern "C" {
     fn rust_loop_disk_part_scan_pending(disk: *mut core::ffi::c_void) -> bool;
     fn rust_loop_disk_cancel_part_scan(disk: *mut core::ffi::c_void);
     fn rust_loop_disk_page_cache_dirty(disk: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_disk_parts_digest(disk: *mut core::ffi::c_void) -> u64;
     // `void *`: `struct request` contains zero-sized C members.
     fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
     fn rust_loop_may_complete_here(min_stack: core::ffi::c_ulong) -> bool;
@@ -902,8 +903,16 @@ impl<T: DiskOps> Disk<T> {
         unsafe { rust_loop_disk_page_cache_dirty(self.as_raw().cast()) }
     }
 
-    /// Rescans partitions (`bdev_disk_changed`), taking `open_mutex` unless `locked`.
-    pub(crate) fn rescan_partitions(&self, open_mutex_held: bool) -> Result {
+    /// A digest of the disk's partitions (number, start and size of each): the same table
+    /// gives the same digest; a partition added, removed or resized (`BLKPG`) changes it.
+    pub(crate) fn partitions_digest(&self) -> u64 {
+        // SAFETY: The disk is valid; the helper reads its partition table under RCU.
+        unsafe { rust_loop_disk_parts_digest(self.as_raw().cast()) }
+    }
+
+    /// Rescans partitions (`bdev_disk_changed`), taking `open_mutex` unless
+    /// `open_mutex_held`. Returns the [`Self::partitions_digest`] the scan left.
+    pub(crate) fn rescan_partitions(&self, open_mutex_held: bool) -> Result<u64> {
         // SAFETY: The disk is valid; `open_mutex` is taken unless the caller (a `release`
         // callback) already holds it.
         unsafe {
@@ -912,10 +921,12 @@ impl<T: DiskOps> Disk<T> {
                 bindings::mutex_lock(m);
             }
             let rc = bindings::bdev_disk_changed(self.as_raw(), false);
+            // Read before `open_mutex` is dropped, so no other scan or `BLKPG` is in between.
+            let digest = self.partitions_digest();
             if !open_mutex_held {
                 bindings::mutex_unlock(m);
             }
-            to_result(rc)
+            to_result(rc).map(|()| digest)
         }
     }
 

@@ -304,13 +304,16 @@ struct Config {
 }
 
 /// What a partition scan read: the backing file (an identity, never dereferenced), the
-/// device's offset into it and size, and the file's change cookie read before the scan.
+/// device's offset into it and size, and the file's change cookie read before the scan; and
+/// what it left: the digest of the partitions it created ([`Disk::partitions_digest`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct PartTableStamp {
     file: usize,
     offset: u64,
     sectors: u64,
     cookie: u64,
+    /// `None` until known (a scan run by someone else's open is not watched to its end).
+    parts: Option<u64>,
 }
 
 /// One loop device.
@@ -925,6 +928,7 @@ impl LoopDevice {
             offset: self.offset(),
             sectors: self.calculate_size(&file),
             cookie,
+            parts: None,
         })
     }
 
@@ -935,22 +939,36 @@ impl LoopDevice {
     /// udev asks for a rescan (`BLKRRPART`) right after the driver's own. The table cannot have
     /// changed when the backing file, its offset and size are the same and its change cookie
     /// (`i_version`, bumped by every write and `fallocate`, through the device or not) is the
-    /// one read before that scan, and the device's page cache holds no unwritten data.
+    /// one read before that scan, the device's page cache holds no unwritten data, and the
+    /// partitions are still the ones that scan created (none added, removed or resized with
+    /// `BLKPG` since: a rescan is how such changes are undone).
     fn drop_redundant_part_scan(&self) {
-        let now = self.part_table_stamp();
+        let now = self.part_table_stamp().map(|s| PartTableStamp {
+            parts: Some(self.disk.partitions_digest()),
+            ..s
+        });
         let mut last = self.part_stamp.lock();
         if now.is_some() && *last == now && !self.disk.page_cache_dirty() {
             self.disk.cancel_part_scan();
             self.stats.partscan_skipped.fetch_add(1, Ordering::Relaxed);
         } else {
-            // The scan goes ahead: it sees at least this state.
-            *last = now;
+            // The scan goes ahead; what it leaves is not known here, so none is dropped until
+            // the driver scans again.
+            *last = None;
         }
     }
 
     fn reread_partitions(&self) {
-        *self.part_stamp.lock() = self.part_table_stamp();
-        if let Err(e) = self.disk.rescan_partitions(false) {
+        let before = self.part_table_stamp();
+        let scanned = self.disk.rescan_partitions(false);
+        *self.part_stamp.lock() = match scanned {
+            Ok(digest) => before.map(|s| PartTableStamp {
+                parts: Some(digest),
+                ..s
+            }),
+            Err(_) => None,
+        };
+        if let Err(e) = scanned {
             pr_warn!(
                 "loop_reread_partitions: partition scan of loop{} failed (rc={})\n",
                 self.number,

@@ -199,6 +199,28 @@ void rust_loop_disk_cancel_part_scan(struct gendisk *disk)
 	clear_bit(GD_NEED_PART_SCAN, &disk->state);
 }
 
+/*
+ * A digest of the disk's partitions (number, start and size of each): two scans that found the
+ * same table leave the same digest, and a partition added, removed or resized by hand (BLKPG)
+ * changes it. Partition block devices are freed after an RCU grace period, so reading them
+ * under rcu_read_lock() is safe whatever the caller holds.
+ */
+u64 rust_loop_disk_parts_digest(struct gendisk *disk)
+{
+	struct block_device *part;
+	unsigned long idx;
+	u64 h = 0xcbf29ce484222325ULL;
+
+	rcu_read_lock();
+	xa_for_each_start(&disk->part_tbl, idx, part, 1) {
+		h = (h ^ idx) * 0x100000001b3ULL;
+		h = (h ^ part->bd_start_sect) * 0x100000001b3ULL;
+		h = (h ^ bdev_nr_sectors(part)) * 0x100000001b3ULL;
+	}
+	rcu_read_unlock();
+	return h;
+}
+
 /* Whether the whole-disk block device's page cache holds data not yet written to the device. */
 bool rust_loop_disk_page_cache_dirty(struct gendisk *disk)
 {

@@ -28,6 +28,7 @@ u64 rust_loop_file_change_cookie(struct file *file);
 bool rust_loop_disk_part_scan_pending(struct gendisk *disk);
 void rust_loop_disk_cancel_part_scan(struct gendisk *disk);
 bool rust_loop_disk_page_cache_dirty(struct gendisk *disk);
+u64 rust_loop_disk_parts_digest(struct gendisk *disk);
 unsigned int rust_loop_rq_hw_queue(struct request *rq);
 bool rust_loop_may_complete_here(unsigned long min_stack);
 void rust_loop_complete_request_direct(struct request *rq);
