@@ -22,6 +22,8 @@ mod device;
 mod ioctl;
 #[path = "rust_loop/layout.rs"]
 mod layout;
+#[path = "rust_loop/nowait_fs.rs"]
+mod nowait_fs;
 #[path = "rust_loop/stats.rs"]
 mod stats;
 #[path = "rust_loop/sysfs.rs"]

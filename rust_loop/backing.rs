@@ -39,6 +39,7 @@ extern "C" {
     fn rust_loop_file_atime_update_blocks(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_sb_has_dio_wq(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_change_cookie(file: *mut core::ffi::c_void) -> u64;
+    fn rust_loop_file_fs_type(file: *mut core::ffi::c_void) -> *const kernel::ffi::c_char;
 }
 
 /// Drops freeze protection taken for an asynchronous write on `iocb`'s file.
@@ -235,6 +236,15 @@ impl BackingFile {
     /// Whether the file supports direct I/O (`FMODE_CAN_ODIRECT`).
     pub(crate) fn can_direct_io(&self) -> bool {
         self.raw().f_mode & FMODE_CAN_ODIRECT != 0
+    }
+
+    /// The name of the file system type holding the file (`s_type->name`: `xfs`, `ext4`,
+    /// `overlay`, ...), `bdev` for a block device.
+    pub(crate) fn fs_type(&self) -> &CStr {
+        // SAFETY: The file is open for as long as `self` exists, so its inode, super block and
+        // file system type are alive; the name is a static string of the file system's module,
+        // which cannot be unloaded while it has a mounted super block.
+        unsafe { CStr::from_char_ptr(rust_loop_file_fs_type(self.as_raw().cast())) }
     }
 
     /// Whether the file supports non-blocking I/O attempts (`FMODE_NOWAIT`).

@@ -357,6 +357,9 @@ pub(crate) struct LoopDevice {
     /// `REQ_NOUNMAP` write-zeroes try `FALLOC_FL_WRITE_ZEROES` first (until the backing file
     /// refuses it with `EOPNOTSUPP`).
     write_zeroes_on: AtomicBool,
+    /// `queue_rq` may submit direct I/O itself: the backing file supports `IOCB_NOWAIT` and
+    /// its file system is one `nowait_fs` names (what the data path's [`IoState`] says).
+    pub(crate) nowait_on: AtomicBool,
     /// Visible to `LOOP_CTL_GET_FREE`/`REMOVE` (`idr_visible`).
     pub(crate) visible: AtomicBool,
     /// Whether the `loop/` sysfs group exists.
@@ -481,6 +484,7 @@ impl LoopDevice {
                 discard_on: AtomicBool::new(true),
                 write_zeroes_on: AtomicBool::new(true),
                 part_stamp <- kernel::new_spinlock!(None),
+                nowait_on: AtomicBool::new(false),
                 visible: AtomicBool::new(false),
                 sysfs_on: AtomicBool::new(false),
                 stats_on: AtomicBool::new(false),
@@ -708,13 +712,18 @@ impl LoopDevice {
     /// Publishes the current configuration to the data path; the queue must be frozen.
     fn publish_io(&self, frozen: &crate::blk::QueueFreeze<'_>, file: Option<BackingFile>) {
         let flags = self.flags();
+        // Fail closed: `queue_rq` calls only into the file systems `nowait_fs` names.
+        let nowait = file
+            .as_ref()
+            .is_some_and(|f| f.can_nowait() && crate::nowait_fs::allows(f.fs_type()));
+        self.nowait_on.store(nowait, Ordering::Relaxed);
         let old = self.io.replace(
             frozen,
             file.map(|file| IoState {
                 offset: self.offset(),
                 read_only: flags & FLAG_READ_ONLY != 0,
                 direct_io: flags & FLAG_DIRECT_IO != 0,
-                nowait: file.can_nowait(),
+                nowait,
                 file_is_reg: file.is_reg(),
                 backing_on_loop: file.is_on_loop_device(),
                 file,

@@ -7,7 +7,8 @@
  *   (journal_info, the stack base and the flags are only touched here);
  * - the layout of every other C structure whose fields the crate reads or writes, measured by
  *   the C compiler (rust_loop_c_layout), which the crate compares with bindgen's view before it
- *   registers anything (see rust_loop/layout.rs).
+ *   registers anything (see rust_loop/layout.rs);
+ * - a string module parameter (the kernel crate's parameters are integers and booleans).
  */
 #include <linux/blk-cgroup.h>
 #include <linux/blk-mq.h>
@@ -19,6 +20,7 @@
 #include <linux/magic.h>
 #include <linux/memcontrol.h>
 #include <linux/miscdevice.h>
+#include <linux/moduleparam.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/task_stack.h>
@@ -446,3 +448,31 @@ const unsigned long rust_loop_c_layout[] = {
 	OFF(kthread_work, worker),
 };
 const unsigned int rust_loop_c_layout_len = ARRAY_SIZE(rust_loop_c_layout);
+
+/*
+ * nowait_fs: the file systems on which queue_rq may submit direct I/O itself (IOCB_NOWAIT); the
+ * policy that reads it is rust_loop/nowait_fs.rs. Writable at run time; a device reads it
+ * whenever it publishes its configuration (binding, LOOP_SET_STATUS, LOOP_CHANGE_FD, ...).
+ */
+static char nowait_fs[256] = "xfs,ext4";
+module_param_string(nowait_fs, nowait_fs, sizeof(nowait_fs), 0644);
+MODULE_PARM_DESC(nowait_fs,
+		 "File system types (comma-separated; \"bdev\" for block devices, \"all\" for every one, empty for none) on which queue_rq submits direct I/O itself (IOCB_NOWAIT); on others the worker does. Per device: /sys/block/loopN/rust_loop/nowait. Default: xfs,ext4");
+
+/* Copies nowait_fs into @buf (NUL-terminated, truncated to @len). */
+void rust_loop_nowait_fs_read(char *buf, size_t len)
+{
+	kernel_param_lock(THIS_MODULE);
+	strscpy(buf, nowait_fs, len);
+	kernel_param_unlock(THIS_MODULE);
+}
+
+/* The file system type name of @file's data: "bdev" for a block device. */
+const char *rust_loop_file_fs_type(struct file *file)
+{
+	struct inode *inode = file_inode(file);
+
+	if (S_ISBLK(inode->i_mode))
+		return "bdev";
+	return inode->i_sb->s_type->name;
+}

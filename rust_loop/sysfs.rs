@@ -138,7 +138,9 @@ static WORKER_QUEUED: KernelOwned<bindings::device_attribute> =
 static BACKING_INFLIGHT: KernelOwned<bindings::device_attribute> =
     ro_attr(c"backing_inflight", show_backing_inflight);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 26]> = KernelOwned(UnsafeCell::new([
+static NOWAIT: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait", show_nowait);
+
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 27]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -164,6 +166,7 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 26]> = KernelOwned(Un
     HW_QUEUE_REQUESTS.get().cast(),
     WORKER_QUEUED.get().cast(),
     BACKING_INFLIGHT.get().cast(),
+    NOWAIT.get().cast(),
     core::ptr::null_mut(),
 ]));
 
@@ -320,6 +323,9 @@ show_value!(show_partscan, |lo| u8::from(
     lo.flags() & FLAG_PARTSCAN != 0
 ));
 show_value!(show_dio, |lo| u8::from(lo.flags() & FLAG_DIRECT_IO != 0));
+show_value!(show_nowait, |lo| u8::from(
+    lo.nowait_on.load(Ordering::Relaxed)
+));
 
 show_value!(show_nowait_completions, |lo| lo
     .stats

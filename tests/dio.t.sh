@@ -119,6 +119,49 @@ t_dio_nowait_path_serves_reads() {
 	losetup -d "$dev"
 }
 
+# Fail closed: queue_rq submits direct I/O itself only on the file systems the nowait_fs
+# parameter names (xfs,ext4 by default; "bdev" for block devices); on any other backing the
+# worker submits, still with direct I/O and with the same data. loop/nowait shows the choice;
+# the parameter is writable and read when a device publishes its configuration.
+t_dio_nowait_fs_allowlist() {
+	is_rust || return 0 # rust_loop's own parameter
+	load_rust_loop
+	assert_file /sys/module/rust_loop/parameters/nowait_fs xfs,ext4
+	scratch_fs xfs
+	fallocate -l 64M "$SCRATCH/img"
+	dd if=/dev/urandom of="$SCRATCH/img" bs=1M count=64 conv=notrunc status=none
+	local dev n lower nowait worker
+	lower=$(dio_attach "$SCRATCH/img")
+	assert_file "/sys/block/$(basename "$lower")/rust_loop/nowait" 1
+	# A block device (the xfs-backed device) is not named by default.
+	dev=$(dio_attach "$lower")
+	n=$(basename "$dev")
+	assert_file "/sys/block/$n/rust_loop/nowait" 0
+	udevadm settle 2>/dev/null || true
+	nowait=$(stat_of "$dev" nowait_completions)
+	worker=$(stat_of "$dev" worker_submissions)
+	fio --name=r --filename="$dev" --direct=1 --ioengine=psync --rw=randread \
+		--bs=4k --size=64M --io_size=8M --output=/dev/null || fail "fio on $dev failed"
+	assert_eq "$(stat_of "$dev" nowait_completions)" "$nowait" "NOWAIT completions on a backing not in nowait_fs"
+	[ $(($(stat_of "$dev" worker_submissions) - worker)) -ge 2048 ] ||
+		fail "the worker did not submit the 2048 reads ($worker -> $(stat_of "$dev" worker_submissions))"
+	cmp <(dd if="$dev" bs=1M iflag=direct status=none) "$SCRATCH/img" || fail "data read through the worker differs"
+	# Named at run time: the device's next reconfiguration (here LOOP_SET_DIRECT_IO) reads it.
+	echo "xfs ext4,bdev" >/sys/module/rust_loop/parameters/nowait_fs
+	losetup --direct-io=off "$dev" && losetup --direct-io=on "$dev" || fail "toggling direct I/O failed"
+	assert_file "/sys/block/$n/loop/dio" 1
+	assert_file "/sys/block/$n/rust_loop/nowait" 1
+	fio --name=r --filename="$dev" --direct=1 --ioengine=psync --rw=randread \
+		--bs=4k --size=64M --io_size=8M --output=/dev/null || fail "fio on $dev failed"
+	[ "$(stat_of "$dev" nowait_completions)" -gt "$nowait" ] || fail "no NOWAIT completion once bdev is named"
+	# Empty: none, also xfs.
+	echo "" >/sys/module/rust_loop/parameters/nowait_fs
+	losetup --direct-io=off "$lower" && losetup --direct-io=on "$lower" || fail "toggling direct I/O failed"
+	assert_file "/sys/block/$(basename "$lower")/rust_loop/nowait" 0
+	losetup -d "$dev"
+	losetup -d "$lower"
+}
+
 # A single task that keeps a deep queue is handed to the worker (which submits on another CPU
 # while the task prepares its next requests); one that waits for each request stays on
 # queue_rq's NOWAIT path, but for a probe every 256 requests. nowait_max_depth (per device,
