@@ -33,7 +33,7 @@ mod uapi;
 #[path = "rust_loop/worker.rs"]
 mod worker;
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use device::{LoopDevice, State};
 use kernel::{bindings, prelude::*, sync::Arc};
 
@@ -68,6 +68,10 @@ module! {
         max_cgroup_workers: u32 {
             default: 16,
             description: "Worker threads per device for the commands of non-root blkcgs (one per cgroup, loop.c's per-cgroup workers); past this bound the commands of further cgroups run on the hardware queue's worker, still charged to their cgroup. 0: none. Default: 16",
+        },
+        dontcache: bool {
+            default: false,
+            description: "Cache mode of new devices: buffered backing I/O with IOCB_DONTCACHE (the backing file's page cache drops the data once read or written back), so data is not cached twice, where the backing file system supports it (per device: /sys/block/loopN/rust_loop/cache_mode, normal or dontcache). Default: false",
         },
         nowait_max_depth: u32 {
             default: 1,
@@ -111,6 +115,13 @@ static MAX_CGROUP_WORKERS: AtomicU32 = AtomicU32::new(16);
 
 fn max_cgroup_workers() -> usize {
     MAX_CGROUP_WORKERS.load(Ordering::Relaxed) as usize
+}
+
+/// Cache mode of new devices: `dontcache` when set.
+static DONTCACHE: AtomicBool = AtomicBool::new(false);
+
+fn dontcache_default() -> bool {
+    DONTCACHE.load(Ordering::Relaxed)
 }
 
 /// `nowait_max_depth` of new devices.
@@ -283,6 +294,7 @@ impl kernel::Module for LoopModule {
             module_parameters::nowait_max_depth.value(),
             Ordering::Relaxed,
         );
+        DONTCACHE.store(module_parameters::dontcache.value(), Ordering::Relaxed);
         MAX_CGROUP_WORKERS.store(
             module_parameters::max_cgroup_workers.value(),
             Ordering::Relaxed,

@@ -10,6 +10,8 @@ use kernel::{bindings, prelude::*};
 const FMODE_WRITE: u32 = 1 << 1;
 const FMODE_CAN_ODIRECT: u32 = 1 << 22;
 const FMODE_NOWAIT: u32 = 1 << 27;
+/// `IOCB_DONTCACHE` (`include/linux/fs.h`: `RWF_DONTCACHE`), likewise.
+const IOCB_DONTCACHE: u32 = 0x80;
 // `include/uapi/linux/falloc.h`.
 /// Keep the file size when allocating or punching.
 pub(crate) const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -39,6 +41,7 @@ extern "C" {
     fn rust_loop_file_atime_update_blocks(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_sb_has_dio_wq(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_change_cookie(file: *mut core::ffi::c_void) -> u64;
+    fn rust_loop_file_supports_dontcache(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_fs_type(file: *mut core::ffi::c_void) -> *const kernel::ffi::c_char;
 }
 
@@ -247,6 +250,13 @@ impl BackingFile {
         unsafe { CStr::from_char_ptr(rust_loop_file_fs_type(self.as_raw().cast())) }
     }
 
+    /// Whether the file's page cache honours `IOCB_DONTCACHE` (`FOP_DONTCACHE`: xfs, ext4,
+    /// nfs, ...; not on DAX, where there is no page cache to spare).
+    pub(crate) fn supports_dontcache(&self) -> bool {
+        // SAFETY: The file is open, so its operations, mapping and inode are alive.
+        unsafe { rust_loop_file_supports_dontcache(self.as_raw().cast()) }
+    }
+
     /// Whether the file supports non-blocking I/O attempts (`FMODE_NOWAIT`).
     pub(crate) fn can_nowait(&self) -> bool {
         self.raw().f_mode & FMODE_NOWAIT != 0
@@ -430,19 +440,24 @@ impl BackingFile {
         Ok(n + 1)
     }
 
-    /// Synchronous buffered read or write of `iter` at byte `pos`: a kiocb without flags (so
-    /// through the page cache even when the file was opened `O_DIRECT`, as loop.c's buffered
-    /// mode), with freeze protection around writes. Returns the bytes transferred or a negative
-    /// errno.
+    /// Synchronous buffered read or write of `iter` at byte `pos`: a kiocb without
+    /// `IOCB_DIRECT` (so through the page cache even when the file was opened `O_DIRECT`, as
+    /// loop.c's buffered mode), with freeze protection around writes. With `dontcache` (only
+    /// where [`Self::supports_dontcache`]) the page cache drops the data once it is read or
+    /// written back (`IOCB_DONTCACHE`). Returns the bytes transferred or a negative errno.
     pub(crate) fn rw_sync(
         &self,
         dir: Dir,
         iter: &mut bindings::iov_iter,
         pos: u64,
         ioprio: u16,
+        dontcache: bool,
     ) -> isize {
         // SAFETY: All-zero is a valid `kiocb`: synchronous (no `ki_complete`), no flags.
         let mut iocb: bindings::kiocb = unsafe { core::mem::zeroed() };
+        if dontcache {
+            iocb.ki_flags = IOCB_DONTCACHE as i32;
+        }
         iocb.ki_filp = self.as_raw();
         iocb.ki_pos = pos as i64;
         iocb.ki_ioprio = ioprio;

@@ -544,9 +544,9 @@ impl LoopCmd {
         // compute one.
         let pos = || rq.pos().checked_add(io.offset);
         match rq.op() {
-            ReqOp::Read => pos().map_or(EIO, |pos| Self::rw(file, rq, pos, Dir::Read)),
+            ReqOp::Read => pos().map_or(EIO, |pos| Self::rw(dev, io, rq, pos, Dir::Read)),
             ReqOp::Write if io.read_only => EIO,
-            ReqOp::Write => pos().map_or(EIO, |pos| Self::rw(file, rq, pos, Dir::Write)),
+            ReqOp::Write => pos().map_or(EIO, |pos| Self::rw(dev, io, rq, pos, Dir::Write)),
             ReqOp::Flush => match file.fsync() {
                 0 => 0,
                 _ => EIO,
@@ -565,13 +565,16 @@ impl LoopCmd {
     }
 
     /// Buffered read or write of the whole request, bio by bio. Returns the bytes transferred:
-    /// a read may stop short (end of file), a write may not.
-    fn rw(file: &BackingFile, rq: &Request, mut pos: u64, dir: Dir) -> isize {
+    /// a read may stop short (end of file), a write may not. In the `dontcache` cache mode
+    /// ([`LoopDevice::dontcache`]) the backing file's page cache does not keep the data.
+    fn rw(dev: &LoopDevice, io: &IoState, rq: &Request, mut pos: u64, dir: Dir) -> isize {
+        let file = &io.file;
+        let dontcache = io.dontcache && dev.dontcache();
         let mut done: isize = 0;
         for bio in rq.bios() {
             let size = bio.size() as isize;
             let mut iter = bio_iter(bio, dir);
-            let ret = file.rw_sync(dir, &mut iter, pos, rq.ioprio());
+            let ret = file.rw_sync(dir, &mut iter, pos, rq.ioprio(), dontcache);
             if ret < 0 {
                 return if done > 0 && dir == Dir::Read {
                     done

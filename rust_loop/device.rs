@@ -92,6 +92,8 @@ pub(crate) struct IoState {
     pub(crate) direct_io: bool,
     /// The backing file accepts `IOCB_NOWAIT` attempts.
     pub(crate) nowait: bool,
+    /// The backing file's page cache honours `IOCB_DONTCACHE`.
+    pub(crate) dontcache: bool,
     /// The backing file is a regular file (not a block device).
     pub(crate) file_is_reg: bool,
     /// The backing file's data lives on another loop device.
@@ -360,6 +362,11 @@ pub(crate) struct LoopDevice {
     /// `queue_rq` may submit direct I/O itself: the backing file supports `IOCB_NOWAIT` and
     /// its file system is one `nowait_fs` names (what the data path's [`IoState`] says).
     pub(crate) nowait_on: AtomicBool,
+    /// The `dontcache` cache mode is chosen (`rust_loop/cache_mode`, default from the
+    /// `dontcache` module parameter): buffered backing I/O with `IOCB_DONTCACHE`.
+    dontcache_on: AtomicBool,
+    /// The bound backing file's page cache honours `IOCB_DONTCACHE`.
+    dontcache_capable: AtomicBool,
     /// Visible to `LOOP_CTL_GET_FREE`/`REMOVE` (`idr_visible`).
     pub(crate) visible: AtomicBool,
     /// Whether the `loop/` sysfs group exists.
@@ -485,6 +492,8 @@ impl LoopDevice {
                 write_zeroes_on: AtomicBool::new(true),
                 part_stamp <- kernel::new_spinlock!(None),
                 nowait_on: AtomicBool::new(false),
+                dontcache_on: AtomicBool::new(crate::dontcache_default()),
+                dontcache_capable: AtomicBool::new(false),
                 visible: AtomicBool::new(false),
                 sysfs_on: AtomicBool::new(false),
                 stats_on: AtomicBool::new(false),
@@ -557,6 +566,45 @@ impl LoopDevice {
     /// Sets [`LoopDevice::nowait_max_depth`]; takes effect for the next request.
     pub(crate) fn set_nowait_max_depth(&self, depth: u32) {
         self.nowait_max_depth.store(depth, Ordering::Relaxed);
+    }
+
+    /// Whether buffered backing I/O keeps the page cache free of the device's data
+    /// (`IOCB_DONTCACHE`: read data is dropped once copied, written data once written back),
+    /// so that it is cached once, in the device's own page cache, instead of twice. Applies in
+    /// buffered mode, where the backing file supports it ([`IoState::dontcache`]).
+    pub(crate) fn dontcache(&self) -> bool {
+        self.dontcache_on.load(Ordering::Relaxed)
+    }
+
+    /// The cache mode as `rust_loop/cache_mode` shows it: `dontcache` when chosen and (while
+    /// bound) the backing file supports it, else `normal`.
+    pub(crate) fn cache_mode(&self) -> &'static str {
+        let bound = self.state() == State::Bound;
+        if self.dontcache() && (!bound || self.dontcache_capable.load(Ordering::Relaxed)) {
+            "dontcache"
+        } else {
+            "normal"
+        }
+    }
+
+    /// Chooses the cache mode (`normal` or `dontcache`); the next request sees it. `EINVAL` for
+    /// another mode, `EOPNOTSUPP` for `dontcache` while bound to a file that does not support
+    /// it (an unbound device keeps the choice, and a binding to such a file uses `normal`).
+    pub(crate) fn set_cache_mode(&self, mode: &str) -> Result {
+        let dontcache = match mode {
+            "normal" => false,
+            "dontcache" => true,
+            _ => return Err(EINVAL),
+        };
+        let _cfg = self.cfg.lock();
+        if dontcache
+            && self.state() == State::Bound
+            && !self.dontcache_capable.load(Ordering::Relaxed)
+        {
+            return Err(EOPNOTSUPP);
+        }
+        self.dontcache_on.store(dontcache, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Number of hardware queues, each with its worker.
@@ -717,6 +765,10 @@ impl LoopDevice {
             .as_ref()
             .is_some_and(|f| f.can_nowait() && crate::nowait_fs::allows(f.fs_type()));
         self.nowait_on.store(nowait, Ordering::Relaxed);
+        self.dontcache_capable.store(
+            file.as_ref().is_some_and(|f| f.supports_dontcache()),
+            Ordering::Relaxed,
+        );
         let old = self.io.replace(
             frozen,
             file.map(|file| IoState {
@@ -724,6 +776,7 @@ impl LoopDevice {
                 read_only: flags & FLAG_READ_ONLY != 0,
                 direct_io: flags & FLAG_DIRECT_IO != 0,
                 nowait,
+                dontcache: file.supports_dontcache(),
                 file_is_reg: file.is_reg(),
                 backing_on_loop: file.is_on_loop_device(),
                 file,

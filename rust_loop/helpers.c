@@ -467,6 +467,12 @@ void rust_loop_nowait_fs_read(char *buf, size_t len)
 	kernel_param_unlock(THIS_MODULE);
 }
 
+/* Whether @file's page cache honours IOCB_DONTCACHE (the check kiocb_set_rw_flags makes). */
+bool rust_loop_file_supports_dontcache(struct file *file)
+{
+	return (file->f_op->fop_flags & FOP_DONTCACHE) && !IS_DAX(file->f_mapping->host);
+}
+
 /* The file system type name of @file's data: "bdev" for a block device. */
 const char *rust_loop_file_fs_type(struct file *file)
 {

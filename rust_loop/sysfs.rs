@@ -139,8 +139,10 @@ static BACKING_INFLIGHT: KernelOwned<bindings::device_attribute> =
     ro_attr(c"backing_inflight", show_backing_inflight);
 
 static NOWAIT: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait", show_nowait);
+static CACHE_MODE: KernelOwned<bindings::device_attribute> =
+    rw_attr(c"cache_mode", show_cache_mode, store_cache_mode);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 27]> = KernelOwned(UnsafeCell::new([
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 28]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -167,6 +169,7 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 27]> = KernelOwned(Un
     WORKER_QUEUED.get().cast(),
     BACKING_INFLIGHT.get().cast(),
     NOWAIT.get().cast(),
+    CACHE_MODE.get().cast(),
     core::ptr::null_mut(),
 ]));
 
@@ -323,6 +326,7 @@ show_value!(show_partscan, |lo| u8::from(
     lo.flags() & FLAG_PARTSCAN != 0
 ));
 show_value!(show_dio, |lo| u8::from(lo.flags() & FLAG_DIRECT_IO != 0));
+show_value!(show_cache_mode, |lo| lo.cache_mode());
 show_value!(show_nowait, |lo| u8::from(
     lo.nowait_on.load(Ordering::Relaxed)
 ));
@@ -484,6 +488,28 @@ unsafe extern "C" fn store_nr_hw_queues(
 ) -> isize {
     // SAFETY: Called by sysfs for our attribute.
     unsafe { store_u32(dev, buf, count, LoopDevice::set_nr_hw_queues) }
+}
+
+/// `echo normal|dontcache > /sys/block/loopN/rust_loop/cache_mode`: buffered backing I/O with
+/// or without `IOCB_DONTCACHE`, any time (see [`LoopDevice::set_cache_mode`] for the errors).
+///
+/// # Safety
+///
+/// Only sysfs calls this, as the `store` of `rust_loop/cache_mode`, which exists only on loop
+/// disks: `dev` is the device of a live loop disk and `buf` holds `count` readable bytes.
+unsafe extern "C" fn store_cache_mode(
+    dev: *mut bindings::device,
+    _attr: *mut bindings::device_attribute,
+    buf: *const u8,
+    count: usize,
+) -> isize {
+    // SAFETY: sysfs passes a live loop disk's device and `count` readable bytes.
+    let (lo, input) = unsafe { (device_of(dev), core::slice::from_raw_parts(buf, count)) };
+    let mode = core::str::from_utf8(input).map_err(|_| EINVAL);
+    match mode.and_then(|m| lo.set_cache_mode(m.trim())) {
+        Ok(()) => count as isize,
+        Err(e) => e.to_errno() as isize,
+    }
 }
 
 /// `echo N > /sys/block/loopN/rust_loop/nowait_max_depth`: the in-flight depth from which a

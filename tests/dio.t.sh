@@ -486,6 +486,61 @@ t_dio_page_cache_stays_small() {
 	losetup -d "$dev"
 }
 
+# Buffered mode without double caching: in the dontcache cache mode (rust_loop/cache_mode) the
+# backing file's page cache does not keep what is read or written through the device (O_DIRECT
+# on the device, so that only the backing file's cache can grow): < 10% of normal buffered mode,
+# the data intact. A backing file system without FOP_DONTCACHE (tmpfs) refuses the mode.
+t_buffered_dontcache_caches_once() {
+	is_rust || return 0 # rust_loop's own cache mode
+	load_rust_loop
+	scratch_fs xfs
+	dd if=/dev/zero of="$SCRATCH/img" bs=1M count=512 status=none
+	local dev n mode growth
+	local -A grew
+	cached() { awk '/^Cached:/ {print $2}' /proc/meminfo; }
+	dev=$(losetup -f --show --direct-io=off "$SCRATCH/img")
+	n=$(basename "$dev")
+	assert_file "/sys/block/$n/rust_loop/cache_mode" normal
+	for mode in normal dontcache; do
+		echo "$mode" >"/sys/block/$n/rust_loop/cache_mode" || fail "cache_mode $mode refused"
+		assert_file "/sys/block/$n/rust_loop/cache_mode" "$mode"
+		sync; echo 3 >/proc/sys/vm/drop_caches
+		growth=$(cached)
+		dd if="$dev" of=/dev/null bs=1M iflag=direct status=none || fail "read in $mode mode failed"
+		grew[$mode-read]=$(($(cached) - growth))
+		sync; echo 3 >/proc/sys/vm/drop_caches
+		growth=$(cached)
+		dd if=/dev/zero of="$dev" bs=1M count=512 oflag=direct conv=fsync status=none || fail "write in $mode mode failed"
+		grew[$mode-write]=$(($(cached) - growth))
+	done
+	log "Cached growth for 512 MiB: read normal ${grew[normal-read]} KiB, dontcache ${grew[dontcache-read]} KiB; write normal ${grew[normal-write]} KiB, dontcache ${grew[dontcache-write]} KiB"
+	for mode in read write; do
+		[ "${grew[normal-$mode]}" -gt $((400 * 1024)) ] ||
+			fail "normal buffered $mode grew the page cache by only ${grew[normal-$mode]} KiB"
+		[ $((grew[dontcache-$mode] * 10)) -lt "${grew[normal-$mode]}" ] ||
+			fail "dontcache $mode grew the page cache by ${grew[dontcache-$mode]} KiB, >= 10% of normal's ${grew[normal-$mode]} KiB"
+	done
+	# The data goes through intact.
+	head -c $((64 << 20)) /dev/urandom >"$T/data"
+	dd if="$T/data" of="$dev" bs=1M oflag=direct conv=fsync status=none || fail "data write failed"
+	cmp <(dd if="$dev" bs=1M count=64 iflag=direct status=none) "$T/data" || fail "data read through the device differs"
+	losetup -d "$dev"
+	cmp <(head -c $((64 << 20)) "$SCRATCH/img") "$T/data" || fail "the backing file does not hold the data"
+	# Unknown modes are refused; tmpfs (no FOP_DONTCACHE) refuses dontcache while bound.
+	dev=$(losetup -f --show "$SCRATCH/img")
+	n=$(basename "$dev")
+	assert_fails sh -c "echo bogus >/sys/block/$n/rust_loop/cache_mode"
+	losetup -d "$dev"
+	mkdir -p "$T/tmpfs" && mount -t tmpfs -o size=64M none "$T/tmpfs" || fail "mounting tmpfs failed"
+	truncate -s 16M "$T/tmpfs/img"
+	dev=$(losetup -f --show "$T/tmpfs/img")
+	n=$(basename "$dev")
+	assert_fails sh -c "echo dontcache >/sys/block/$n/rust_loop/cache_mode"
+	assert_file "/sys/block/$n/rust_loop/cache_mode" normal
+	losetup -d "$dev"
+	wait_for 10 umount "$T/tmpfs" || fail "umount tmpfs failed"
+}
+
 eof_zero_fill() {
 	local mode=$1 dev
 	load_rust_loop
