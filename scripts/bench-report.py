@@ -32,6 +32,7 @@ RATIOS = [("rust_loop/loop", "loop"), ("rust_loop/ublk", "ublk"), ("rust_loop/ra
 # Thresholds for the page-cache targets, as a fraction of the data read.
 PC_DIO_MAX = 0.05
 PC_BUF_RANGE = (0.90, 1.10)
+PC_DONTCACHE_MAX = 0.10  # rust_loop's dontcache growth / its normal buffered growth (issue 17)
 
 
 def med(xs):
@@ -76,7 +77,10 @@ def main():
     out_dir = os.path.dirname(os.path.abspath(a.json))
     samples = res["samples"]
     workloads = meta["workloads"]
-    modes = meta["modes"]
+    # dontcache (rust_loop's buffered mode with cache_mode=dontcache) has no C loop counterpart:
+    # it gets its own table instead of rust/C ratios.
+    modes = [m for m in meta["modes"] if m != "dontcache"]
+    dontcache = "dontcache" in meta["modes"]
     backings = [b for b in meta["backings"] if any(s["backing"] == b for s in samples)]
 
     # medians[(driver, backing, mode, workload)] = {metric: median, "n": samples}
@@ -233,6 +237,16 @@ def main():
            None if p is None else PC_BUF_RANGE[0] <= frac <= PC_BUF_RANGE[1],
            f"+{fmt(p['growth_mib'], 1)} MiB for {p['read_mib']} MiB read" if p else "not measured")
 
+    pb, pd = pcs.get(("rust_loop", "buffered")), pcs.get(("rust_loop", "dontcache"))
+    for what, key in (("read", "growth_mib"), ("write", "write_growth_mib")):
+        ok = detail_pc = None
+        if pb and pd and pb.get(key) is not None and pd.get(key) is not None:
+            ok = pd[key] <= PC_DONTCACHE_MAX * max(pb[key], 0.0)
+            detail_pc = f"+{pd[key]:.1f} MiB vs buffered +{pb[key]:.1f} MiB"
+        if dontcache or ok is not None:
+            target(f"dontcache page-cache growth after a {what} <= {PC_DONTCACHE_MAX:.0%} of buffered's "
+                   "(rust_loop)", ok, detail_pc or "not measured")
+
     # --- markdown -------------------------------------------------------------------------------
     L = []
     L.append("# rust_loop benchmark results\n")
@@ -297,6 +311,19 @@ def main():
                          f"{fmt(ratios[f'{b}/{mode}/{wl}']['rust_loop/loop'], 2)} |")
         L.append("")
     cost_md = L[cost_at:]
+    for b in backings if dontcache else []:
+        L.append(f"## rust_loop cache modes, backing `{b}` (IOPS, median; 1M workloads: MiB/s)\n")
+        L.append("`dontcache`: buffered mode with `cache_mode=dontcache` (backing I/O with "
+                 "`IOCB_DONTCACHE`); the C loop's buffered mode for comparison.\n")
+        L.append("| workload | C loop buffered | rust_loop buffered | rust_loop dontcache | rust_loop dio | "
+                 "dontcache / buffered |")
+        L.append("|---|--:|--:|--:|--:|--:|")
+        for wl in workloads:
+            rb, rd = get("rust_loop", b, "buffered", wl), get("rust_loop", b, "dontcache", wl)
+            L.append(f"| {wl} | {fmt(get('loop', b, 'buffered', wl))} | {fmt(rb)} | {fmt(rd)} | "
+                     f"{fmt(get('rust_loop', b, 'dio', wl))} | "
+                     f"{fmt(rd / rb if rd is not None and rb else None, 2)} |")
+        L.append("")
     for b in backings:
         L.append(f"## IOPS, backing `{b}` (median; 1M workloads: IOPS = MiB/s)\n")
         L.append("| mode | workload | raw | C loop | rust_loop | rust_loop 2 hwq | ublk | rust/C loop "
@@ -323,16 +350,19 @@ def main():
                          + " | ".join(fmt(get(d, b, mode, wl, 'ctxt_per_io'), 2) for d in DRIVERS) + " |")
         L.append("")
     if pcs:
-        L.append(f"## Page-cache growth reading {meta['pagecache_read_mib']} MiB with O_DIRECT "
-                 "through the device (backing `disk`, caches dropped first)\n")
-        L.append("| driver | mode | device dio | Cached growth MiB | growth / data read | read time s |")
-        L.append("|---|---|--:|--:|--:|--:|")
+        L.append(f"## Page-cache growth reading, then writing, {meta['pagecache_read_mib']} MiB with "
+                 "O_DIRECT through the device (backing `disk`, caches dropped first)\n")
+        L.append("| driver | mode | device dio | read: Cached growth MiB | growth / data read | read time s "
+                 "| write: Cached growth MiB | write time s |")
+        L.append("|---|---|--:|--:|--:|--:|--:|--:|")
         for d in DRIVERS:
-            for mode in ["buffered", "dio"]:
+            for mode in ["buffered", "dontcache", "dio"]:
                 p = pcs.get((d, mode))
                 if p:
+                    w = p.get("write_growth_mib")
                     L.append(f"| {LABEL[d]} | {mode} | {p.get('dev_dio')} | {p['growth_mib']:.1f} | "
-                             f"{p['growth_mib'] / p['read_mib']:.2f} | {p['secs']:.1f} |")
+                             f"{p['growth_mib'] / p['read_mib']:.2f} | {p['secs']:.1f} | "
+                             f"{fmt(w, 1)} | {fmt(p.get('write_secs'), 1)} |")
         L.append("")
     L.append("Every sample: `bench.json` (`samples`, `pagecache`); chart: `ratios.png`.")
     md = "\n".join(L) + "\n"

@@ -27,7 +27,8 @@
 #   BENCH_WORKLOADS*      comma list of workloads (default all six; quick: randread-4k-qd32,
 #                         rw-4k-qd16-12jobs)
 #   BENCH_DRIVERS, BENCH_BACKINGS, BENCH_MODES   subsets of raw,loop,rust_loop,ublk / disk,nullb /
-#                         buffered,dio
+#                         buffered,dio,dontcache (dontcache: rust_loop's buffered mode with
+#                         cache_mode=dontcache; not in icount runs unless asked for)
 #   BENCH_RUBLK_VERSION=0.2.15   rublk from crates.io, built once into $RUST_LOOP_CACHE/rublk
 #   BENCH_UBLK_OPTS       extra `rublk add loop` options (default none: rublk's defaults)
 #   BENCH_VM_MEM=4G       guest memory
@@ -53,7 +54,7 @@ icount)
 	: "${BENCH_RUNTIME:=2}" "${BENCH_ROUNDS:=2}" "${BENCH_FILE_MB:=512}" "${BENCH_PAGECACHE_MB:=0}"
 	: "${BENCH_BACKINGS:=nullb}" "${BENCH_DRIVERS:=raw,loop,rust_loop,rust_loop_mq2}"
 	: "${BENCH_WORKLOADS:=psync-randread-4k,randread-4k-qd32,randwrite-4k-qd32,seqread-1m-qd8,rw-4k-qd16-12jobs}"
-	: "${BENCH_MQ_WORKLOADS:=all}"
+	: "${BENCH_MQ_WORKLOADS:=all}" "${BENCH_MODES:=buffered,dio}"
 	;;
 *) die "BENCH_CLOCK must be wall or icount" ;;
 esac

@@ -83,7 +83,9 @@ if MQ_WORKLOADS == ["all"]:
 CLOCK = ENV.get("BENCH_CLOCK", "wall")
 DRIVERS = [d for d in env_list("BENCH_DRIVERS", ALL_DRIVERS) if d in ALL_DRIVERS]
 BACKINGS = [b for b in env_list("BENCH_BACKINGS", ["disk", "nullb"]) if b in ("disk", "nullb")]
-MODES = [m for m in env_list("BENCH_MODES", ["buffered", "dio"]) if m in ("buffered", "dio")]
+# dontcache: buffered mode with rust_loop's cache_mode=dontcache (rust_loop only).
+MODES = [m for m in env_list("BENCH_MODES", ["buffered", "dio", "dontcache"])
+         if m in ("buffered", "dio", "dontcache")]
 WL_NAMES = [w for w in env_list("BENCH_WORKLOADS", WORKLOADS) if w in WORKLOADS]
 
 T0 = time.monotonic()
@@ -258,9 +260,17 @@ class Loop:
         dev = sh(["losetup", "-f"]).stdout.strip()
         n = os.path.basename(dev)
         if self.name == "rust_loop":
-            # Hardware queues of the (unbound) device: the per-device knob.
+            # Hardware queues and cache mode of the (unbound) device: per-device knobs, kept
+            # from one binding to the next, so set every time.
             write(f"/sys/block/{n}/rust_loop/nr_hw_queues", str(self.queues or 1))
+            write(f"/sys/block/{n}/rust_loop/cache_mode",
+                  "dontcache" if mode == "dontcache" else "normal")
         sh(["losetup", f"--direct-io={dio}", dev, file])
+        if self.name == "rust_loop" and mode == "dontcache":
+            got = read(f"/sys/block/{n}/rust_loop/cache_mode", "?")
+            if got != "dontcache":
+                sh(["losetup", "-d", dev], check=False)
+                raise RuntimeError(f"cache_mode is {got} after binding (backing lacks FOP_DONTCACHE?)")
         info = {"dio": int(read(f"/sys/block/{n}/loop/dio", "-1")),
                 "logical_block_size": int(read(f"/sys/block/{n}/queue/logical_block_size", "0")),
                 "nr_hw_queues": len(os.listdir(f"/sys/block/{n}/mq"))}
@@ -461,6 +471,20 @@ def pagecache_read(dev):
             "growth_mib": (c1 - c0) / 1024, "secs": secs}
 
 
+def pagecache_write(dev):
+    """Cached growth of an O_DIRECT write of PAGECACHE_MB through dev (and an fsync), after
+    dropping caches. Overwrites the start of the backing file with zeroes."""
+    drop_caches()
+    time.sleep(0.2)
+    c0 = meminfo_kib("Cached")
+    w0 = time.monotonic()
+    sh(["dd", "if=/dev/zero", f"of={dev}", "bs=1M", f"count={PAGECACHE_MB}", "oflag=direct",
+        "conv=fsync", "status=none"])
+    secs = time.monotonic() - w0
+    c1 = meminfo_kib("Cached")
+    return {"write_mib": PAGECACHE_MB, "write_growth_mib": (c1 - c0) / 1024, "write_secs": secs}
+
+
 # --- main --------------------------------------------------------------------------------------
 
 
@@ -523,7 +547,9 @@ def main():
     res["meta"]["setup_s"] = round(time.monotonic() - T0, 1)
 
     def modes_of(d):
-        return ["dio"] if d in ("raw", "rust_loop_mq2") else MODES
+        if d in ("raw", "rust_loop_mq2"):
+            return ["dio"]
+        return MODES if d == "rust_loop" else [m for m in MODES if m != "dontcache"]
 
     def wls_of(d):
         return [w for w in WL_NAMES if w in MQ_WORKLOADS] if d == "rust_loop_mq2" else WL_NAMES
@@ -615,6 +641,7 @@ def main():
                     dev, info = drv.attach(files["disk"], mode)
                     try:
                         pc = pagecache_read(dev)
+                        pc.update(pagecache_write(dev))
                     finally:
                         drv.detach(dev)
                 except Exception as e:  # noqa: BLE001
@@ -626,8 +653,9 @@ def main():
                            "dev_dio": info.get("dio")})
                 res["pagecache"].append(pc)
                 save()
-                log(f"page cache: {dname:9s} {mode:8s} read {pc['read_mib']} MiB O_DIRECT -> "
-                    f"Cached +{pc['growth_mib']:.1f} MiB ({pc['secs']:.1f}s)")
+                log(f"page cache: {dname:9s} {mode:9s} read {pc['read_mib']} MiB O_DIRECT -> "
+                    f"Cached +{pc['growth_mib']:.1f} MiB ({pc['secs']:.1f}s); write -> "
+                    f"+{pc['write_growth_mib']:.1f} MiB ({pc['write_secs']:.1f}s)")
     try:
         unload_loop_drivers()
     except Exception as e:  # noqa: BLE001
