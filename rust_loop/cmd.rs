@@ -150,10 +150,14 @@ impl LoopCmd {
             return;
         };
         let is_write = rq.op() == ReqOp::Write;
-        if io.direct_io
+        let dio_rw = io.direct_io
             && matches!(rq.op(), ReqOp::Read | ReqOp::Write)
-            && !(is_write && io.read_only)
-        {
+            && !(is_write && io.read_only);
+        if dio_rw && !io.dio_aligned(rq) {
+            // Below the backing file's direct-I/O alignment: this one goes buffered.
+            dev.stats.dio_fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        if dio_rw && io.dio_aligned(rq) {
             // Blocking submission; its completion (or error) arrives through `dio_complete`.
             let _ = self.submit_dio(dev, io, rq, false);
         } else {
@@ -199,6 +203,10 @@ impl LoopCmd {
             ReqOp::Read => {}
             ReqOp::Write if !io.read_only => {}
             _ => return false,
+        }
+        if !io.dio_aligned(rq) {
+            // The worker does it buffered (counted there).
+            return false;
         }
         // The queue-load rule first: it needs no call into the kernel, and a request it sends to
         // the worker (most of a deep queue) need not pass the guards below.

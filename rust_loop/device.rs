@@ -94,10 +94,23 @@ pub(crate) struct IoState {
     pub(crate) nowait: bool,
     /// The backing file's page cache honours `IOCB_DONTCACHE`.
     pub(crate) dontcache: bool,
+    /// The backing file's direct-I/O offset and size alignment, less one: a read or write
+    /// whose position in the file or length is not a multiple of it takes the buffered path.
+    pub(crate) dio_mask: u64,
     /// The backing file is a regular file (not a block device).
     pub(crate) file_is_reg: bool,
     /// The backing file's data lives on another loop device.
     pub(crate) backing_on_loop: bool,
+}
+
+impl IoState {
+    /// Whether `rq` (a read or write) meets the backing file's direct-I/O alignment: its
+    /// position in the file and its length. Always so unless the device's block size or
+    /// offset is below that alignment (see [`LoopDevice::can_use_dio`]). The memory of its
+    /// segments meets the file's alignment through the queue's `dma_alignment`.
+    pub(crate) fn dio_aligned(&self, rq: &crate::blk::Request) -> bool {
+        (rq.pos().wrapping_add(self.offset) | u64::from(rq.bytes())) & self.dio_mask == 0
+    }
 }
 
 /// The data path's view of the device.
@@ -367,6 +380,9 @@ pub(crate) struct LoopDevice {
     dontcache_on: AtomicBool,
     /// The bound backing file's page cache honours `IOCB_DONTCACHE`.
     dontcache_capable: AtomicBool,
+    /// The bound backing file's direct-I/O alignment (`Config::dio`'s `min_size`), for
+    /// [`IoState::dio_mask`]; written under `cfg`.
+    dio_min_size: AtomicU32,
     /// Visible to `LOOP_CTL_GET_FREE`/`REMOVE` (`idr_visible`).
     pub(crate) visible: AtomicBool,
     /// Whether the `loop/` sysfs group exists.
@@ -494,6 +510,7 @@ impl LoopDevice {
                 nowait_on: AtomicBool::new(false),
                 dontcache_on: AtomicBool::new(crate::dontcache_default()),
                 dontcache_capable: AtomicBool::new(false),
+                dio_min_size: AtomicU32::new(SECTOR_SIZE),
                 visible: AtomicBool::new(false),
                 sysfs_on: AtomicBool::new(false),
                 stats_on: AtomicBool::new(false),
@@ -739,15 +756,17 @@ impl LoopDevice {
         size >> SECTOR_SHIFT
     }
 
-    /// Whether direct I/O is possible with the current block size and offset (`lo_can_use_dio`).
+    /// Whether direct I/O is possible (`lo_can_use_dio`): the backing file supports it. Unlike
+    /// loop.c, a block size or offset below the file's direct-I/O alignment does not turn it
+    /// off for the whole device: the reads and writes that meet the alignment still go to the
+    /// file with `IOCB_DIRECT`, the others take the buffered path ([`IoState::dio_aligned`],
+    /// counted in `dio_fallbacks`). The two paths stay coherent through the backing file
+    /// system's own direct-I/O rules: a direct read first writes back dirty page-cache data
+    /// of its range, a direct write invalidates the cached pages of its range before and
+    /// after (`kiocb_write_and_wait`, `kiocb_invalidate_pages`,
+    /// `kiocb_invalidate_post_direct_write`).
     fn can_use_dio(&self, file: &BackingFile, dio: DioAlign) -> bool {
-        if !file.can_direct_io() {
-            return false;
-        }
-        if self.queue().limits().logical_block_size < dio.min_size {
-            return false;
-        }
-        dio.min_size != 0 && self.offset() & (u64::from(dio.min_size) - 1) == 0
+        file.can_direct_io() && dio.min_size != 0
     }
 
     /// Drops `LO_FLAGS_DIRECT_IO` when direct I/O is not possible (`loop_update_dio`).
@@ -777,6 +796,7 @@ impl LoopDevice {
                 direct_io: flags & FLAG_DIRECT_IO != 0,
                 nowait,
                 dontcache: file.supports_dontcache(),
+                dio_mask: u64::from(self.dio_min_size.load(Ordering::Relaxed).max(1) - 1),
                 file_is_reg: file.is_reg(),
                 backing_on_loop: file.is_on_loop_device(),
                 file,
@@ -923,6 +943,7 @@ impl LoopDevice {
 
         cfg.old_gfp = file.restrict_gfp();
         cfg.dio = file.dio_align();
+        self.dio_min_size.store(cfg.dio.min_size, Ordering::Relaxed);
         self.discard_on.store(true, Ordering::Relaxed);
         self.write_zeroes_on.store(true, Ordering::Relaxed);
         let dio = cfg.dio;
@@ -1174,6 +1195,7 @@ impl LoopDevice {
                 self.set_flags(self.flags() | FLAG_DIRECT_IO);
             }
             cfg.dio = file.dio_align();
+            self.dio_min_size.store(cfg.dio.min_size, Ordering::Relaxed);
             self.update_dio(&file, cfg.dio);
             *self.backing.lock() = Some(file.clone());
             self.publish_io(&frozen, Some(file));

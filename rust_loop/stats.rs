@@ -33,6 +33,8 @@
 //!   cannot have changed since the last scan (no remove/add of the partitions);
 //! - `write_zeroes_offloaded`: `REQ_NOUNMAP` write-zeroes done with `FALLOC_FL_WRITE_ZEROES`
 //!   (written, zeroed blocks) rather than `FALLOC_FL_ZERO_RANGE` (unwritten ones);
+//! - `dio_fallbacks`: reads and writes of a direct-I/O device that did not meet the backing
+//!   file's direct-I/O alignment (a block size or offset below it) and took the buffered path;
 //! - `worker_queued`, `backing_inflight` (gauges): commands queued to a worker that has not
 //!   started them yet, and direct-I/O kiocbs submitted to the backing file and not yet
 //!   completed (where a device's requests are, when it looks stuck).
@@ -85,6 +87,8 @@ pub(crate) struct DevStats {
     pub(crate) partscan_skipped: AtomicU64,
     /// `REQ_NOUNMAP` write-zeroes done with `FALLOC_FL_WRITE_ZEROES`.
     pub(crate) write_zeroes_offloaded: AtomicU64,
+    /// Direct-I/O mode reads and writes done buffered for want of alignment.
+    pub(crate) dio_fallbacks: AtomicU64,
     /// Commands queued to a worker and not yet started by it.
     pub(crate) worker_queued: AtomicU32,
     /// Direct-I/O kiocbs submitted to the backing file and not yet completed.

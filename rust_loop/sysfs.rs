@@ -139,10 +139,12 @@ static BACKING_INFLIGHT: KernelOwned<bindings::device_attribute> =
     ro_attr(c"backing_inflight", show_backing_inflight);
 
 static NOWAIT: KernelOwned<bindings::device_attribute> = ro_attr(c"nowait", show_nowait);
+static DIO_FALLBACKS: KernelOwned<bindings::device_attribute> =
+    ro_attr(c"dio_fallbacks", show_dio_fallbacks);
 static CACHE_MODE: KernelOwned<bindings::device_attribute> =
     rw_attr(c"cache_mode", show_cache_mode, store_cache_mode);
 
-static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 28]> = KernelOwned(UnsafeCell::new([
+static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 29]> = KernelOwned(UnsafeCell::new([
     NOWAIT_COMPLETIONS.get().cast(),
     NOWAIT_EAGAIN.get().cast(),
     WORKER_SUBMISSIONS.get().cast(),
@@ -170,6 +172,7 @@ static STATS_ATTRS: KernelOwned<[*mut bindings::attribute; 28]> = KernelOwned(Un
     BACKING_INFLIGHT.get().cast(),
     NOWAIT.get().cast(),
     CACHE_MODE.get().cast(),
+    DIO_FALLBACKS.get().cast(),
     core::ptr::null_mut(),
 ]));
 
@@ -327,6 +330,10 @@ show_value!(show_partscan, |lo| u8::from(
 ));
 show_value!(show_dio, |lo| u8::from(lo.flags() & FLAG_DIRECT_IO != 0));
 show_value!(show_cache_mode, |lo| lo.cache_mode());
+show_value!(show_dio_fallbacks, |lo| lo
+    .stats
+    .dio_fallbacks
+    .load(Ordering::Relaxed));
 show_value!(show_nowait, |lo| u8::from(
     lo.nowait_on.load(Ordering::Relaxed)
 ));
