@@ -372,8 +372,9 @@ pub(crate) struct LoopDevice {
     /// `REQ_NOUNMAP` write-zeroes try `FALLOC_FL_WRITE_ZEROES` first (until the backing file
     /// refuses it with `EOPNOTSUPP`).
     write_zeroes_on: AtomicBool,
-    /// `queue_rq` may submit direct I/O itself: the backing file supports `IOCB_NOWAIT` and
-    /// its file system is one `nowait_fs` names (what the data path's [`IoState`] says).
+    /// `queue_rq` may submit direct I/O itself: the device is in direct-I/O mode, the backing
+    /// file supports `IOCB_NOWAIT` and its file system is one `nowait_fs` names (what the data
+    /// path's [`IoState`] says).
     pub(crate) nowait_on: AtomicBool,
     /// The `dontcache` cache mode is chosen (`rust_loop/cache_mode`, default from the
     /// `dontcache` module parameter): buffered backing I/O with `IOCB_DONTCACHE`.
@@ -783,7 +784,8 @@ impl LoopDevice {
         let nowait = file
             .as_ref()
             .is_some_and(|f| f.can_nowait() && crate::nowait_fs::allows(f.fs_type()));
-        self.nowait_on.store(nowait, Ordering::Relaxed);
+        self.nowait_on
+            .store(nowait && flags & FLAG_DIRECT_IO != 0, Ordering::Relaxed);
         self.dontcache_capable.store(
             file.as_ref().is_some_and(|f| f.supports_dontcache()),
             Ordering::Relaxed,

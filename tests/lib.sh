@@ -65,18 +65,24 @@ loopnr() { echo "${1#/dev/loop}"; }
 
 # scratch_fs xfs|ext4: a fresh filesystem on the scratch disk, mounted at $SCRATCH (echoed).
 SCRATCH=/tmp/rust-loop-scratch
-# scratch_fs FS [MOUNT_OPTIONS]: a fresh FS (xfs, ext4) on the scratch disk, mounted at $SCRATCH
+# scratch_fs FS [MOUNT_OPTIONS]: a fresh FS (xfs, ext4, btrfs) on the scratch disk, or a 1 GiB
+# tmpfs (tmpfs), mounted at $SCRATCH
 scratch_fs() {
 	local fs=$1 opts=${2:-}
-	[ -b "${SCRATCH_DEV:-}" ] || fail "no scratch disk (SCRATCH_DEV=${SCRATCH_DEV:-unset})"
 	scratch_umount
+	mkdir -p "$SCRATCH"
+	if [ "$fs" = tmpfs ]; then
+		mount -t tmpfs -o "size=1G${opts:+,$opts}" none "$SCRATCH" || fail "mounting tmpfs failed"
+		return 0
+	fi
+	[ -b "${SCRATCH_DEV:-}" ] || fail "no scratch disk (SCRATCH_DEV=${SCRATCH_DEV:-unset})"
 	case "$fs" in
 	xfs) mkfs.xfs -q -f "$SCRATCH_DEV" ;;
 	ext4) mkfs.ext4 -q -F "$SCRATCH_DEV" ;;
+	btrfs) mkfs.btrfs -q -f "$SCRATCH_DEV" >/dev/null ;;
 	*) fail "scratch_fs: unknown filesystem $fs" ;;
 	esac
-	mkdir -p "$SCRATCH"
-	mount ${opts:+-o "$opts"} "$SCRATCH_DEV" "$SCRATCH"
+	mount ${opts:+-o "$opts"} "$SCRATCH_DEV" "$SCRATCH" || fail "mounting $fs on $SCRATCH_DEV failed"
 }
 scratch_umount() { if mountpoint -q "$SCRATCH" 2>/dev/null; then umount "$SCRATCH"; fi; }
 
