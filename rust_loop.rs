@@ -252,6 +252,8 @@ extern "C" fn probe(devt: bindings::dev_t) {
 /// The module: `/dev/loop-control`, block major 7 and every loop device.
 struct LoopModule {
     control: Option<Pin<KBox<control::ControlDevice>>>,
+    /// Stops dropped worker threads; dropped last.
+    reaper: Option<worker::Reaper>,
 }
 
 impl kernel::Module for LoopModule {
@@ -308,6 +310,7 @@ impl kernel::Module for LoopModule {
             DEVICES.init();
             VALIDATE.init();
         }
+        let reaper = worker::Reaper::start()?;
 
         let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;
         // SAFETY: Registers major 7 with a probe that lives as long as the module.
@@ -328,6 +331,7 @@ impl kernel::Module for LoopModule {
         pr_info!("module loaded\n");
         Ok(LoopModule {
             control: Some(control),
+            reaper: Some(reaper),
         })
     }
 }
@@ -343,5 +347,8 @@ impl Drop for LoopModule {
         for dev in devices.iter() {
             dev.remove();
         }
+        drop(devices);
+        // Last: waits for the workers stopped in the background.
+        drop(self.reaper.take());
     }
 }
