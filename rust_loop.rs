@@ -252,8 +252,6 @@ extern "C" fn probe(devt: bindings::dev_t) {
 /// The module: `/dev/loop-control`, block major 7 and every loop device.
 struct LoopModule {
     control: Option<Pin<KBox<control::ControlDevice>>>,
-    /// Stops dropped worker threads; dropped last.
-    reaper: Option<worker::Reaper>,
 }
 
 impl kernel::Module for LoopModule {
@@ -310,7 +308,6 @@ impl kernel::Module for LoopModule {
             DEVICES.init();
             VALIDATE.init();
         }
-        let reaper = worker::Reaper::start()?;
 
         let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;
         // SAFETY: Registers major 7 with a probe that lives as long as the module.
@@ -331,7 +328,6 @@ impl kernel::Module for LoopModule {
         pr_info!("module loaded\n");
         Ok(LoopModule {
             control: Some(control),
-            reaper: Some(reaper),
         })
     }
 }
@@ -347,8 +343,5 @@ impl Drop for LoopModule {
         for dev in devices.iter() {
             dev.remove();
         }
-        drop(devices);
-        // Last: waits for the workers stopped in the background.
-        drop(self.reaper.take());
     }
 }

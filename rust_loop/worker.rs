@@ -1,88 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A `kthread_worker` (one kernel thread running queued `kthread_work` items in order), the
-//! `kthread_work` item embedded in each command, and the [`Reaper`] that stops workers off the
-//! path of whoever drops them.
+//! A `kthread_worker` (one kernel thread running queued `kthread_work` items in order) and the
+//! `kthread_work` item embedded in each command.
 //!
 //! C header: [`include/linux/kthread.h`](srctree/include/linux/kthread.h).
 
 use core::ptr::NonNull;
-use kernel::{
-    bindings,
-    error::from_err_ptr,
-    impl_has_work, new_work,
-    prelude::*,
-    types::Opaque,
-    workqueue::{Queue, Work, WorkItem},
-};
-
-kernel::sync::global_lock! {
-    // SAFETY: Initialised by `Reaper::start` (module init) before any worker exists.
-    /// The [`Reaper`]'s workqueue (`struct workqueue_struct *`, 0 when there is none).
-    unsafe(uninit) static REAPER_QUEUE: Mutex<usize> = 0;
-}
-
-/// Stops dropped [`KthreadWorker`]s in the background: `kthread_destroy_worker` waits for the
-/// thread to exit, some 30 ms under TCG, which `LOOP_CLR_FD`, the last close and the
-/// submitter that reaps an idle per-cgroup worker need not wait for. Dropping the `Reaper`
-/// (module exit) waits for every stop it was given.
-pub(crate) struct Reaper(());
-
-impl Reaper {
-    /// Creates the reaper's workqueue. Called once, at module init, before any worker exists.
-    pub(crate) fn start() -> Result<Self> {
-        // SAFETY: Called once, before any use of the lock.
-        unsafe { REAPER_QUEUE.init() };
-        // SAFETY: A constant name without format arguments; the flags are valid.
-        let wq = unsafe {
-            bindings::alloc_workqueue_noprof(
-                c"rust_loop_reaper".as_char_ptr(),
-                bindings::wq_flags_WQ_UNBOUND,
-                0,
-            )
-        };
-        if wq.is_null() {
-            return Err(ENOMEM);
-        }
-        *REAPER_QUEUE.lock() = wq as usize;
-        Ok(Self(()))
-    }
-}
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        // From here on workers are destroyed where they are dropped.
-        let wq = core::mem::replace(&mut *REAPER_QUEUE.lock(), 0);
-        if wq != 0 {
-            // SAFETY: Created in `start`; no longer reachable through the lock. Destroying it
-            // first runs every queued stop.
-            unsafe { bindings::destroy_workqueue(wq as *mut bindings::workqueue_struct) };
-        }
-    }
-}
-
-/// A dropped worker waiting for the [`Reaper`] to stop it.
-#[pin_data]
-struct ReapWork {
-    #[pin]
-    work: Work<ReapWork>,
-    /// The `struct kthread_worker *`, flushed and no longer used by anyone else.
-    worker: usize,
-}
-
-impl_has_work! {
-    impl HasWork<Self> for ReapWork { self.work }
-}
-
-impl WorkItem for ReapWork {
-    type Pointer = Pin<KBox<Self>>;
-
-    fn run(this: Pin<KBox<Self>>) {
-        // SAFETY: The worker was handed over by `KthreadWorker::drop`, which gave up every
-        // other use of it; it is destroyed exactly once, here.
-        unsafe { bindings::kthread_destroy_worker(this.worker as *mut bindings::kthread_worker) }
-    }
-}
+use kernel::{bindings, error::from_err_ptr, prelude::*, types::Opaque};
 
 /// A kernel thread that runs [`KthreadWork`] items one after another.
 ///
@@ -137,32 +61,9 @@ impl KthreadWorker {
 
 impl Drop for KthreadWorker {
     fn drop(&mut self) {
-        let ptr = self.ptr.as_ptr();
-        // Whatever was queued runs to its end before `drop` returns, as with a synchronous
-        // destroy: the items' code and the structures they touch last (a per-cgroup worker's
-        // use count) may go away once it has.
-        // SAFETY: The worker is running (type invariant).
-        unsafe { bindings::kthread_flush_worker(ptr) };
-        let reap = KBox::pin_init(
-            pin_init!(ReapWork {
-                work <- new_work!("rust_loop::ReapWork"),
-                worker: ptr as usize,
-            }),
-            GFP_KERNEL,
-        );
-        if let Ok(reap) = reap {
-            let wq = REAPER_QUEUE.lock();
-            if *wq != 0 {
-                // SAFETY: The queue exists while the lock holds a non-zero pointer: `Reaper`'s
-                // drop clears it under the lock before destroying the queue.
-                let queue = unsafe { Queue::from_raw(*wq as *const bindings::workqueue_struct) };
-                queue.enqueue(reap);
-                return;
-            }
-        }
-        // No reaper (module exit) or no memory: stop it here.
-        // SAFETY: The worker is running (type invariant); it is destroyed exactly once.
-        unsafe { bindings::kthread_destroy_worker(ptr) }
+        // SAFETY: The worker is running (type invariant); it is destroyed exactly once, after
+        // running whatever was still queued.
+        unsafe { bindings::kthread_destroy_worker(self.ptr.as_ptr()) }
     }
 }
 
