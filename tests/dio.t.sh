@@ -181,6 +181,38 @@ t_dio_stays_on_below_backing_alignment() {
 	losetup -d "$dev"
 }
 
+# Freeze protection (docs/nowait-hazards.md, hazard 12): while the backing file system is frozen,
+# direct writes through the device wait (no write reaches the file, none fails: queue_rq's NOWAIT
+# attempt cannot take freeze protection and hands the write to the worker, which waits for the
+# thaw); after the thaw they all complete and the data verifies.
+t_dio_backing_freeze_holds_writes() {
+	load_rust_loop
+	scratch_fs xfs
+	fallocate -l 64M "$SCRATCH/img"
+	local dev pid w1 w2 eagain=0
+	dev=$(dio_attach "$SCRATCH/img")
+	is_rust && eagain=$(stat_of "$dev" nowait_eagain)
+	fio --name=f --filename="$dev" --direct=1 --ioengine=libaio --iodepth=8 --rw=randwrite \
+		--bs=4k --size=48M --verify=crc32c --verify_fatal=1 --do_verify=1 --output="$T/fio.out" &
+	pid=$!
+	sleep 2
+	kill -0 $pid 2>/dev/null || fail "fio ended before the freeze: $(tail -5 "$T/fio.out")"
+	fsfreeze -f "$SCRATCH" || fail "fsfreeze -f failed"
+	sleep 1
+	w1=$(stat -c %Y "$SCRATCH/img")
+	is_rust && w1=$(stat_of "$dev" write_bytes)
+	sleep 3
+	w2=$(stat -c %Y "$SCRATCH/img")
+	is_rust && w2=$(stat_of "$dev" write_bytes)
+	kill -0 $pid 2>/dev/null || { fsfreeze -u "$SCRATCH"; fail "fio ended while the backing file system was frozen: $(tail -5 "$T/fio.out")"; }
+	fsfreeze -u "$SCRATCH" || fail "fsfreeze -u failed"
+	assert_eq "$w2" "$w1" "writes that reached the frozen backing file system"
+	wait $pid || fail "fio failed across the freeze: $(grep -iE 'err|verify' "$T/fio.out" | head -5)"
+	grep -qE 'err= *0' "$T/fio.out" || fail "fio reported errors: $(grep -E 'err=' "$T/fio.out" | head -3)"
+	is_rust && log "nowait_eagain during the run: $(($(stat_of "$dev" nowait_eagain) - eagain))"
+	losetup -d "$dev"
+}
+
 # Fail closed: queue_rq submits direct I/O itself only on the file systems the nowait_fs
 # parameter names (xfs,ext4 by default; "bdev" for block devices); on any other backing the
 # worker submits, still with direct I/O and with the same data. loop/nowait shows the choice;
