@@ -153,11 +153,12 @@ impl LoopCmd {
         let dio_rw = io.direct_io
             && matches!(rq.op(), ReqOp::Read | ReqOp::Write)
             && !(is_write && io.read_only);
-        if dio_rw && !io.dio_aligned(rq) {
+        let direct = dio_rw && io.dio_aligned(rq);
+        if dio_rw && !direct {
             // Below the backing file's direct-I/O alignment: this one goes buffered.
             dev.stats.dio_fallbacks.fetch_add(1, Ordering::Relaxed);
         }
-        if dio_rw && io.dio_aligned(rq) {
+        if direct {
             // Blocking submission; its completion (or error) arrives through `dio_complete`.
             let _ = self.submit_dio(dev, io, rq, false);
         } else {

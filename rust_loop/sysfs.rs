@@ -469,12 +469,30 @@ unsafe fn store_u32(
     count: usize,
     f: impl FnOnce(&LoopDevice, u32) -> Result,
 ) -> isize {
+    // SAFETY: Forwarded from the caller.
+    unsafe {
+        store_str(dev, buf, count, |lo, s| {
+            f(lo, s.parse::<u32>().map_err(|_| EINVAL)?)
+        })
+    }
+}
+
+/// The body of a `store` callback taking a word: `buf` as UTF-8 without surrounding white space
+/// goes to `f`; returns `count` or the negative errno (`EINVAL` for input that is not UTF-8).
+///
+/// # Safety
+///
+/// As [`store_u32`].
+unsafe fn store_str(
+    dev: *mut bindings::device,
+    buf: *const u8,
+    count: usize,
+    f: impl FnOnce(&LoopDevice, &str) -> Result,
+) -> isize {
     // SAFETY: sysfs passes a live loop disk's device and `count` readable bytes.
     let (lo, input) = unsafe { (device_of(dev), core::slice::from_raw_parts(buf, count)) };
-    let parsed = core::str::from_utf8(input)
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok());
-    match parsed.ok_or(EINVAL).and_then(|n| f(lo, n)) {
+    let word = core::str::from_utf8(input).map_err(|_| EINVAL);
+    match word.and_then(|s| f(lo, s.trim())) {
         Ok(()) => count as isize,
         Err(e) => e.to_errno() as isize,
     }
@@ -510,13 +528,8 @@ unsafe extern "C" fn store_cache_mode(
     buf: *const u8,
     count: usize,
 ) -> isize {
-    // SAFETY: sysfs passes a live loop disk's device and `count` readable bytes.
-    let (lo, input) = unsafe { (device_of(dev), core::slice::from_raw_parts(buf, count)) };
-    let mode = core::str::from_utf8(input).map_err(|_| EINVAL);
-    match mode.and_then(|m| lo.set_cache_mode(m.trim())) {
-        Ok(()) => count as isize,
-        Err(e) => e.to_errno() as isize,
-    }
+    // SAFETY: Called by sysfs for our attribute.
+    unsafe { store_str(dev, buf, count, LoopDevice::set_cache_mode) }
 }
 
 /// `echo N > /sys/block/loopN/rust_loop/nowait_max_depth`: the in-flight depth from which a

@@ -8,15 +8,7 @@
 # the cache-mode table puts dontcache next to buffered and dio; the page-cache table has the
 # read and write growth of each mode; the dontcache targets pass when its growth is within 10 %
 # of buffered's and miss when it is not; the rust/C tables leave dontcache out.
-set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
-py=python3
-[ -x "${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}/venv/bin/python" ] && py=${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}/venv/bin/python
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 # make_json FILE DONTCACHE_WRITE_GROWTH_MIB
 make_json() {

@@ -7,15 +7,7 @@
 # cost table gives instructions per I/O and overheads over the raw file; --gate passes when
 # rust_loop's overhead is within the factor (or within the 1 % noise floor) and exits 3, naming
 # the cell, when it is not; a run without --gate never fails on cost.
-set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
-py=python3
-[ -x "${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}/venv/bin/python" ] && py=${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}/venv/bin/python
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 # make_json FILE RUST_INSNS: raw 10000, C loop 14000 (overhead 4000), rust_loop RUST_INSNS and
 # rust_loop 2 hwq 12000 instructions per I/O in one dio cell

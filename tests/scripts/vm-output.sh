@@ -10,14 +10,7 @@
 # still in the log, with > and with >>, and with stdout and stderr in separate files; the guest's
 # output is there too; vm.sh exits with the command's status; a guest that never starts the
 # command is killed with everything vng started (no process keeps the log open afterwards).
-set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-cd "$ROOT"
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failed=0
-fail() { echo "FAIL: $*"; failed=1; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 # A kernel tree that passes check_kdir: with KDIR set, scripts/kernel.sh only checks it, and
 # vm.sh only hands its path to vng.
