@@ -6,18 +6,16 @@
 //! `losetup` through the loop ioctl ABI. This file owns the module: its parameters, the table of
 //! devices (`loop_index_idr`) and the global locks; each concern lives in `rust_loop/`.
 
-#[path = "rust_loop/backing.rs"]
-mod backing;
-#[path = "rust_loop/blk.rs"]
-mod blk;
-#[path = "rust_loop/cgroup.rs"]
-mod cgroup;
+#[path = "rust_loop/cgroup_workers.rs"]
+mod cgroup_workers;
 #[path = "rust_loop/cmd.rs"]
 mod cmd;
 #[path = "rust_loop/control.rs"]
 mod control;
 #[path = "rust_loop/device.rs"]
 mod device;
+#[path = "rust_loop/dispatch.rs"]
+mod dispatch;
 #[path = "rust_loop/ioctl.rs"]
 mod ioctl;
 #[path = "rust_loop/layout.rs"]
@@ -26,12 +24,12 @@ mod layout;
 mod nowait_fs;
 #[path = "rust_loop/stats.rs"]
 mod stats;
+#[path = "rust_loop/sys.rs"]
+mod sys;
 #[path = "rust_loop/sysfs.rs"]
 mod sysfs;
 #[path = "uapi/loop.rs"]
 mod uapi;
-#[path = "rust_loop/worker.rs"]
-mod worker;
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use device::{LoopDevice, State};
@@ -146,7 +144,7 @@ const fn this_module_const() -> *mut bindings::module {
 }
 
 /// The loop device behind `file`, if it is a loop block device node.
-fn loop_device_of(file: &backing::BackingFile) -> Option<Arc<LoopDevice>> {
+fn loop_device_of(file: &sys::BackingFile) -> Option<Arc<LoopDevice>> {
     let bdev = file.bdev()?;
     if file.rdev() >> bindings::MINORBITS != bindings::LOOP_MAJOR {
         return None;
@@ -252,6 +250,7 @@ extern "C" fn probe(devt: bindings::dev_t) {
 /// The module: `/dev/loop-control`, block major 7 and every loop device.
 struct LoopModule {
     control: Option<Pin<KBox<control::ControlDevice>>>,
+    major: Option<sys::BlockMajor>,
 }
 
 impl kernel::Module for LoopModule {
@@ -276,7 +275,7 @@ impl kernel::Module for LoopModule {
         }
         PART_SHIFT.store(shift, Ordering::Relaxed);
         QUEUE_DEPTH.store(depth as u32, Ordering::Relaxed);
-        let cpus = blk::online_cpus();
+        let cpus = sys::online_cpus();
         let queues = module_parameters::nr_hw_queues.value();
         if queues == 0 || queues > cpus {
             pr_info!(
@@ -310,13 +309,7 @@ impl kernel::Module for LoopModule {
         }
 
         let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;
-        // SAFETY: Registers major 7 with a probe that lives as long as the module.
-        let rc = unsafe {
-            bindings::__register_blkdev(bindings::LOOP_MAJOR, c"loop".as_char_ptr(), Some(probe))
-        };
-        if rc != 0 {
-            return Err(EIO);
-        }
+        let major = sys::BlockMajor::register(bindings::LOOP_MAJOR, c"loop", probe)?;
         let count = if max_loop >= 0 {
             max_loop as u32
         } else {
@@ -328,14 +321,14 @@ impl kernel::Module for LoopModule {
         pr_info!("module loaded\n");
         Ok(LoopModule {
             control: Some(control),
+            major: Some(major),
         })
     }
 }
 
 impl Drop for LoopModule {
     fn drop(&mut self) {
-        // SAFETY: Major 7 was registered in `init`.
-        unsafe { bindings::unregister_blkdev(bindings::LOOP_MAJOR, c"loop".as_char_ptr()) };
+        drop(self.major.take());
         drop(self.control.take());
         // Nobody can reach the table any more: the control device and major are gone, and no
         // device is open or bound (either would hold a module reference).

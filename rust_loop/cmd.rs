@@ -9,19 +9,17 @@
 //!
 //! Direct-I/O mode: reads and writes become an `IOCB_DIRECT` kiocb on the backing file, built
 //! over the request's own pages, completed through `ki_complete`. `queue_rq` first submits it
-//! itself with `IOCB_NOWAIT` when that is safe (see [`LoopCmd::nowait_allowed`]); `-EAGAIN`,
+//! itself with `IOCB_NOWAIT` when that is safe (see [`crate::dispatch`]); `-EAGAIN`,
 //! returned at once or through `ki_complete`, hands the command to the worker, which submits it
 //! again without `IOCB_NOWAIT`. A command is only ever in one of these places at a time.
 
 use crate::{
-    backing::{
-        BackingFile, Dir, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_WRITE_ZEROES,
-        FALLOC_FL_ZERO_RANGE,
+    cgroup_workers::CgroupWorkerUse,
+    device::{IoState, LoopDevice},
+    sys::{
+        BackingFile, Bio, BlkStatus, Dir, IoCgroups, KthreadWork, ReqOp, Request,
+        FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_WRITE_ZEROES, FALLOC_FL_ZERO_RANGE,
     },
-    blk::{Bio, BlkStatus, ReqOp, Request},
-    cgroup::{CgroupWorkerUse, IoCgroups},
-    device::{IoState, LoopDevice, QueueLoad},
-    worker::KthreadWork,
 };
 use core::{
     cell::UnsafeCell,
@@ -133,7 +131,7 @@ impl LoopCmd {
         // Do not throttle the worker on the dirty pages it is cleaning, and do not recurse
         // into I/O from its allocations.
         let _task_flags =
-            crate::blk::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
+            crate::sys::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
         // Charge the I/O and the page cache to the issuer, as if it had done them itself.
         // SAFETY: The worker owns the command; `queue_to_worker` stored the value before queueing.
         let _cgroups = unsafe { (*self.cgroups.get()).take() }.map(IoCgroups::enter);
@@ -141,9 +139,7 @@ impl LoopCmd {
         dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
         let Some(io) = dev.io_backing() else {
             if rq.op() == ReqOp::Write {
-                dev.stats
-                    .worker_writes_pending
-                    .fetch_sub(1, Ordering::Relaxed);
+                dev.steering.taken();
             }
             self.set_result(EIO);
             Self::finish(dev, rq);
@@ -168,145 +164,7 @@ impl LoopCmd {
         }
         if is_write {
             // Pairs with `queue_to_worker`; `rq` may be gone, `is_write` was read before.
-            dev.stats
-                .worker_writes_pending
-                .fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether `queue_rq` may submit this command itself with `IOCB_NOWAIT`. It must not when:
-    /// the device is not in direct-I/O mode or the file cannot do non-blocking I/O; the
-    /// operation is not a read or write (flush, discard and write-zeroes always go to the
-    /// worker); the submitting task is inside a filesystem transaction (`journal_info` set —
-    /// the backing filesystem would nest its own); less than `nowait_min_stack` (module parameter) bytes of
-    /// kernel stack remain (loop on a filesystem on another loop device recurses through
-    /// `queue_rq`); the loop queue has rq-qos policies (wbt may throttle, i.e. sleep, inside the
-    /// backing file's submission and deadlock against our own queue); the current task is not
-    /// in the issuer's blkcg (the backing I/O would be charged to the wrong cgroup); or it is a
-    /// write to a regular file within a steering window ([`LoopCmd::steering_writes`]:
-    /// allocating writes keep returning `-EAGAIN`, and trying them first only costs); or it is
-    /// better run by the worker on another CPU ([`QueueLoad`], checked first: a request it sends
-    /// to the worker counts as `nowait_skip_depth` or `nowait_probes`, whatever else holds).
-    pub(crate) fn nowait_allowed(
-        dev: &LoopDevice,
-        io: &IoState,
-        rq: &Request,
-        load: QueueLoad,
-    ) -> bool {
-        if !io.direct_io || !io.nowait {
-            return false;
-        }
-        let skipped = |c: &core::sync::atomic::AtomicU64| {
-            c.fetch_add(1, Ordering::Relaxed);
-            false
-        };
-        match rq.op() {
-            ReqOp::Read => {}
-            ReqOp::Write if !io.read_only => {}
-            _ => return false,
-        }
-        if !io.dio_aligned(rq) {
-            // The worker does it buffered (counted there).
-            return false;
-        }
-        // The queue-load rule first: it needs no call into the kernel, and a request it sends to
-        // the worker (most of a deep queue) need not pass the guards below.
-        if !Self::stays_inline(dev, load) {
-            return false;
-        }
-        if crate::blk::in_fs_transaction() {
-            return skipped(&dev.stats.nowait_skip_journal);
-        }
-        if crate::blk::stack_remaining() < crate::nowait_min_stack() {
-            return skipped(&dev.stats.nowait_skip_stack);
-        }
-        if dev.has_rq_qos() {
-            return skipped(&dev.stats.nowait_skip_rqqos);
-        }
-        if !crate::cgroup::issued_here(rq) {
-            // Dispatched from another cgroup's context (a plug flush, a requeue from kblockd):
-            // the backing I/O must be charged to the issuer, which only the worker can do.
-            return skipped(&dev.stats.nowait_skip_cgroup);
-        }
-        if io.backing_on_loop && crate::blk::plugged() {
-            // Loop on a filesystem on another loop device, dispatched from the flush of the
-            // submitter's plug: the backing filesystem's bios for the lower loop device would
-            // be added to that same plug while it is being flushed.
-            return skipped(&dev.stats.nowait_skip_nested);
-        }
-        if crate::blk::submitter_is_loop_worker() {
-            // Loop on a filesystem on this device, dispatched by the upper device's worker,
-            // possibly inside that filesystem's transaction (lockdep, debug kernel: an XFS
-            // fallocate transaction, then the backing XFS's atime update in our NOWAIT read).
-            return skipped(&dev.stats.nowait_skip_nested);
-        }
-        if rq.op() == ReqOp::Write && io.file_is_reg {
-            if Self::steering_writes(dev) {
-                return skipped(&dev.stats.nowait_skip_writes);
-            }
-            // The first write after a timestamp tick updates mtime/ctime, which XFS (without
-            // lazytime) refuses under NOWAIT: hand it to the worker rather than try in vain.
-            if io.file.cmtime_update_blocks() {
-                return skipped(&dev.stats.nowait_skip_cmtime);
-            }
-        }
-        if rq.op() == ReqOp::Read && io.file_is_reg && io.file.atime_update_blocks() {
-            // `touch_atime` ignores NOWAIT: on XFS without lazytime (with it, the helper says
-            // no) the update is a transaction, which must not start in a submitter that may be
-            // inside its own (a user task holding an XFS transaction on a filesystem on this
-            // device reads metadata through `queue_rq`).
-            return skipped(&dev.stats.nowait_skip_atime);
-        }
-        if io.file_is_reg && !io.file.has_dio_completion_wq() {
-            // The super block's first asynchronous direct I/O creates its completion
-            // workqueue (`wq_pool_mutex`, reclaim): not inside `queue_rq`'s SRCU read section,
-            // which a queue freeze + quiesce waits for (lockdep: srcu -> wq_pool_mutex ->
-            // fs_reclaim -> q_usage_counter). The worker's submission creates it.
-            return false;
-        }
-        true
-    }
-
-    /// Whether a direct-I/O request is left to `queue_rq` (true) rather than handed to the
-    /// worker for the pattern of its hardware queue ([`QueueLoad`]).
-    fn stays_inline(dev: &LoopDevice, load: QueueLoad) -> bool {
-        if load.pipeline {
-            dev.stats.nowait_skip_depth.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        if load.probe {
-            dev.stats.nowait_probes.fetch_add(1, Ordering::Relaxed);
-            return false;
-        }
-        true
-    }
-
-    /// Whether writes currently go straight to the worker: for [`WRITE_STEER_NS`] after
-    /// [`WRITE_STEER_STREAK`] NOWAIT writes were refused in a row, while the worker has writes.
-    fn steering_writes(dev: &LoopDevice) -> bool {
-        let until = dev.stats.write_steer_until.load(Ordering::Relaxed);
-        if until == 0 {
-            return false;
-        }
-        if now_ns() < until && dev.stats.worker_writes_pending.load(Ordering::Relaxed) > 0 {
-            return true;
-        }
-        dev.stats.write_steer_until.store(0, Ordering::Relaxed);
-        false
-    }
-
-    /// Counts a NOWAIT write refused with `-EAGAIN`; enough in a row start a steering window.
-    fn write_refused(dev: &LoopDevice) {
-        let streak = dev
-            .stats
-            .write_eagain_streak
-            .fetch_add(1, Ordering::Relaxed)
-            + 1;
-        if streak >= WRITE_STEER_STREAK {
-            dev.stats.write_eagain_streak.store(0, Ordering::Relaxed);
-            dev.stats
-                .write_steer_until
-                .store(now_ns() + WRITE_STEER_NS, Ordering::Relaxed);
+            dev.steering.taken();
         }
     }
 
@@ -316,10 +174,11 @@ impl LoopCmd {
         // As on the worker: the backing file system's allocations must not recurse into I/O.
         // `queue_rq` of a BLOCKING tag set runs inside the set's SRCU read section, which a
         // queue freeze + quiesce waits for (lockdep: srcu -> fs_reclaim -> q_usage_counter).
-        let _noio = crate::blk::TaskFlags::set(bindings::PF_MEMALLOC_NOIO);
+        let _noio = crate::sys::TaskFlags::set(bindings::PF_MEMALLOC_NOIO);
         // The backing file's bios go out before `queue_rq` returns, never onto the list of a
-        // submitter that may then sleep waiting for one of our tags (issue 20's deadlock).
-        let undeferred = crate::blk::UndeferredBios::new();
+        // submitter that may then sleep waiting for one of our tags (the deadlock of
+        // docs/testing.md "Deadlocks").
+        let undeferred = crate::sys::UndeferredBios::new();
         if undeferred.was_deferring() {
             dev.stats.nowait_undeferred.fetch_add(1, Ordering::Relaxed);
         }
@@ -328,7 +187,7 @@ impl LoopCmd {
             DioSubmit::Again => {
                 dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
                 if rq.op() == ReqOp::Write {
-                    Self::write_refused(dev);
+                    dev.steering.refused();
                 }
                 false
             }
@@ -345,16 +204,14 @@ impl LoopCmd {
             return;
         };
         if rq.op() == ReqOp::Write {
-            dev.stats
-                .worker_writes_pending
-                .fetch_add(1, Ordering::Relaxed);
+            dev.steering.queued();
         }
         let cgroups = IoCgroups::of(rq);
         // Starting a thread waits for kthreadd: not from memory reclaim, which may be waiting
         // for this very device.
         let claim = dev
             .cgroup_workers
-            .get(&cgroups, may_sleep && !crate::blk::in_reclaim());
+            .get(&cgroups, may_sleep && !crate::sys::in_reclaim());
         // SAFETY: The caller owns the command; the worker takes the values when it runs it.
         let claim = unsafe {
             *self.cgroups.get() = Some(cgroups);
@@ -434,7 +291,8 @@ impl LoopCmd {
             }
         };
         st.iocb.ki_complete = Some(Self::dio_complete);
-        st.iocb.ki_flags = (bindings::IOCB_DIRECT | if nowait { IOCB_NOWAIT } else { 0 }) as i32;
+        st.iocb.ki_flags =
+            (bindings::IOCB_DIRECT | if nowait { crate::sys::IOCB_NOWAIT } else { 0 }) as i32;
         st.iocb.ki_ioprio = rq.ioprio();
         st.nowait = nowait;
         st.write_started = false;
@@ -508,14 +366,14 @@ impl LoopCmd {
         st.bvecs = None;
         if st.write_started {
             // SAFETY: Freeze protection was taken on this kiocb's file at submission.
-            unsafe { crate::backing::kiocb_end_write(&mut st.iocb) };
+            unsafe { crate::sys::kiocb_end_write(&mut st.iocb) };
             st.write_started = false;
         }
         let is_write = rq.op() == ReqOp::Write;
         if st.nowait && self.ret.load(Ordering::Relaxed) == EAGAIN {
             dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
             if is_write {
-                Self::write_refused(dev);
+                dev.steering.refused();
             }
             st.nowait = false;
             // Possibly in interrupt context (`ki_complete`): no sleeping.
@@ -525,7 +383,7 @@ impl LoopCmd {
         if st.nowait {
             dev.stats.nowait_completions.fetch_add(1, Ordering::Relaxed);
             if is_write {
-                dev.stats.write_eagain_streak.store(0, Ordering::Relaxed);
+                dev.steering.accepted();
             }
         }
         Self::finish(dev, rq);
@@ -680,23 +538,6 @@ impl LoopCmd {
         rq.end(status);
     }
 }
-
-/// NOWAIT writes refused in a row that start a window of [`WRITE_STEER_NS`] in which writes go
-/// straight to the worker (while it has writes queued). Allocating writes to a sparse file are
-/// refused one after another, and trying each first only costs; a burst of refusals that ends
-/// (every write in flight when the file's timestamps need their per-tick update) must not steer
-/// writes for longer than that.
-const WRITE_STEER_STREAK: u32 = 8;
-/// Length of a steering window.
-const WRITE_STEER_NS: i64 = 500_000;
-
-fn now_ns() -> i64 {
-    // SAFETY: `ktime_get` may be called from any context but NMI.
-    unsafe { bindings::ktime_get() }
-}
-
-/// `IOCB_NOWAIT` (`include/linux/fs.h`: `RWF_NOWAIT`), a typed macro bindgen does not export.
-const IOCB_NOWAIT: u32 = 0x8;
 
 /// Outcome of a direct-I/O submission attempt.
 enum DioSubmit {

@@ -5,21 +5,20 @@
 //! direct I/O and block size. Behaviour and errno values follow `drivers/block/loop.c`.
 
 use crate::{
-    backing::{BackingFile, DioAlign},
-    blk::{
-        BlkStatus, Disk, DiskConfig, DiskOps, Queue, Request, BLK_FEAT_WRITE_CACHE, BLK_OPEN_EXCL,
-        BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
-    },
-    cgroup::CgroupWorkers,
+    cgroup_workers::CgroupWorkers,
     cmd::LoopCmd,
+    dispatch::{LoadTracker, QueueLoad, WriteSteering},
     stats::DevStats,
+    sys::{
+        BackingFile, BlkStatus, BlockDevice, DioAlign, Disk, DiskConfig, DiskOps, KthreadWorker,
+        ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE, BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
+    },
     sysfs,
     uapi::{self, loop_config, loop_info64},
-    worker::KthreadWorker,
 };
 use core::{
     cell::UnsafeCell,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering},
 };
 use kernel::{
     bindings,
@@ -80,7 +79,8 @@ impl State {
     }
 }
 
-/// What the data path needs of a bound device. Replaced only while the queue is frozen.
+/// What the data path needs of a bound device. Replaced only while no request reads it
+/// ([`DataPathIdle`]).
 pub(crate) struct IoState {
     /// The backing file.
     pub(crate) file: BackingFile,
@@ -108,8 +108,34 @@ impl IoState {
     /// position in the file and its length. Always so unless the device's block size or
     /// offset is below that alignment (see [`LoopDevice::can_use_dio`]). The memory of its
     /// segments meets the file's alignment through the queue's `dma_alignment`.
-    pub(crate) fn dio_aligned(&self, rq: &crate::blk::Request) -> bool {
+    pub(crate) fn dio_aligned(&self, rq: &crate::sys::Request) -> bool {
         (rq.pos().wrapping_add(self.offset) | u64::from(rq.bytes())) & self.dio_mask == 0
+    }
+}
+
+/// A witness that no request reads the data path's cells ([`IoCell`], [`HwQueues`]) while it
+/// lives: the queue is frozen, or the device is not bound and no request that found it bound is
+/// still in flight (`queue_rq` reads the cells only after it has found [`State::Bound`], which
+/// [`LoopDevice::set_state`] publishes with release ordering after the cells are written).
+/// Binding and the unbinding at the last close need no freeze, as in loop.c: freezing costs an
+/// RCU grace period, most of what binding and clearing a device took.
+struct DataPathIdle<'a>(core::marker::PhantomData<&'a ()>);
+
+impl<'a> DataPathIdle<'a> {
+    /// The queue is frozen: no request is in flight.
+    fn frozen(_frozen: &'a crate::sys::QueueFreeze<'_>) -> Self {
+        Self(core::marker::PhantomData)
+    }
+
+    /// The device is not bound, with its mutex held (`_cfg`), and not bound since the last
+    /// time no request was in flight.
+    ///
+    /// # Safety
+    ///
+    /// The device's state must not be [`State::Bound`], and every request that `queue_rq`
+    /// found bound must have ended.
+    unsafe fn unbound(_cfg: &'a Config) -> Self {
+        Self(core::marker::PhantomData)
     }
 }
 
@@ -117,23 +143,19 @@ impl IoState {
 ///
 /// # Invariants
 ///
-/// The value is written only while the device's queue is frozen (no request is in flight), and
-/// read only by requests in flight, so reads and writes never overlap.
+/// The value is written only while no request reads it ([`DataPathIdle`]), and read only by
+/// requests in flight, so reads and writes never overlap.
 struct IoCell(UnsafeCell<Option<IoState>>);
 
 impl IoCell {
-    fn replace(
-        &self,
-        _frozen: &crate::blk::QueueFreeze<'_>,
-        new: Option<IoState>,
-    ) -> Option<IoState> {
-        // SAFETY: The queue is frozen (witnessed by the guard), so no request reads the cell.
+    fn replace(&self, _idle: &DataPathIdle<'_>, new: Option<IoState>) -> Option<IoState> {
+        // SAFETY: No request reads the cell (witnessed by `_idle`).
         unsafe { core::mem::replace(&mut *self.0.get(), new) }
     }
 
     /// # Safety
     ///
-    /// The caller must be handling a request of the device (so the queue is not frozen).
+    /// The caller must be handling a request of the device that `queue_rq` found bound.
     unsafe fn get(&self) -> Option<&IoState> {
         // SAFETY: No writer while a request is in flight (type invariant).
         unsafe { (*self.0.get()).as_ref() }
@@ -146,96 +168,21 @@ pub(crate) struct HwQueue {
     pub(crate) worker: KthreadWorker,
     /// Requests started on this hardware queue.
     pub(crate) requests: AtomicU64,
-    /// Requests of this hardware queue started by `queue_rq` and not yet ended.
-    inflight: AtomicU32,
-    /// The task that started the last request (an identity, never dereferenced).
-    last_submitter: AtomicUsize,
-    /// Requests started in a row by that task, before the last one.
-    streak: AtomicU32,
-    /// Evidence that the task keeps a deep queue, 0 to [`PIPELINE_CREDIT_MAX`]: raised by
-    /// its requests that find [`LoopDevice::nowait_max_depth`] requests in flight, lowered by
-    /// those that find fewer, cleared by a request of another task.
-    pipeline_credit: AtomicU32,
-}
-
-/// Upper bound of [`HwQueue::pipeline_credit`]: how many shallow arrivals in a row (the worker
-/// drained the queue before the task refilled it) a pipelining task outlasts.
-const PIPELINE_CREDIT_MAX: u32 = 8;
-
-/// Requests one task must have started in a row on a hardware queue before the worker takes
-/// its requests for the task's own depth. Tasks that share the CPUs submit in shorter runs (12
-/// fio jobs at QD16 on two CPUs: at most the completions a job reaped in its time slice); they
-/// go to the worker only when the hardware queue as a whole is deep ([`SHARED_QUEUE_DEPTH`]).
-const PIPELINE_MIN_STREAK: u32 = 32;
-
-/// Requests in flight on a hardware queue from which every request goes to the worker, whichever
-/// task started it (never below [`LoopDevice::nowait_max_depth`]). Many tasks that keep deep
-/// queues do better with the worker submitting for all of them than each submitting its own
-/// (12 fio jobs of 4k rw at QD16 on XFS on a virtio disk, 2 vCPUs: 1.3-1.5x), while a few
-/// tasks that wait for each request never have this many in flight and keep the NOWAIT path.
-const SHARED_QUEUE_DEPTH: u32 = 16;
-
-/// One in this many requests in a row of one task goes to the worker, to find out whether the
-/// task keeps submitting while it is in flight (see [`QueueLoad::probe`]). A task that waits
-/// for each request pays the worker's latency once per interval (under 1% of its throughput).
-const PROBE_INTERVAL: u32 = 256;
-
-/// How `queue_rq` should run a request, from the pattern of the requests of its hardware queue.
-///
-/// A single task that keeps a deep queue gains a second stage on another CPU from the worker:
-/// it goes on preparing requests while the worker submits them (as the C loop driver does for
-/// every request). Its requests find others in flight; the worker takes them while they do.
-/// On a backing device that completes in the submitter's context (`null_blk`, a RAM disk)
-/// nothing is in flight when the next request starts, however deep the task's queue: a probe
-/// request goes to the worker to find out. A task that waits for each request (`psync`, `dd`)
-/// starts nothing meanwhile and keeps the NOWAIT path; one that goes on submitting finds the
-/// probe in flight and stays with the worker while it keeps it busy. Requests of several tasks
-/// in turn stay in `queue_rq` ([`PIPELINE_MIN_STREAK`]) until the hardware queue holds
-/// [`SHARED_QUEUE_DEPTH`] in flight.
-/// The default: `queue_rq` submits the request itself.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct QueueLoad {
-    /// The request's task keeps a deep queue, or its hardware queue does (or
-    /// [`LoopDevice::nowait_max_depth`] is 0): the worker should run it.
-    pub(crate) pipeline: bool,
-    /// The worker should run it to find out whether its task keeps submitting meanwhile.
-    pub(crate) probe: bool,
+    /// The pattern of the requests in flight here, for the submission policy.
+    pub(crate) load: LoadTracker,
 }
 
 impl HwQueue {
-    /// Counts a request started by the current task and tells how it should run;
-    /// `LoopCmd::end` calls [`HwQueue::request_ended`] for it.
+    /// Counts a request started on this hardware queue and tells how it should run
+    /// ([`LoadTracker::request_started`]); `LoopCmd::end` calls [`HwQueue::request_ended`].
     pub(crate) fn request_started(&self, max_depth: u32) -> QueueLoad {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        let depth = self.inflight.fetch_add(1, Ordering::Relaxed);
-        let shared_deep = max_depth == 0 || depth >= max_depth.max(SHARED_QUEUE_DEPTH);
-        let me = crate::blk::current_task_id();
-        if self.last_submitter.swap(me, Ordering::Relaxed) != me {
-            self.streak.store(0, Ordering::Relaxed);
-            self.pipeline_credit.store(0, Ordering::Relaxed);
-            return QueueLoad {
-                pipeline: shared_deep,
-                probe: false,
-            };
-        }
-        let streak = self.streak.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-        // Racing tasks may lose an update: this is a heuristic, not an account.
-        let credit = self.pipeline_credit.load(Ordering::Relaxed);
-        let credit = if depth >= max_depth {
-            (credit + 2).min(PIPELINE_CREDIT_MAX)
-        } else {
-            credit.saturating_sub(1)
-        };
-        self.pipeline_credit.store(credit, Ordering::Relaxed);
-        QueueLoad {
-            pipeline: shared_deep || (credit > 0 && streak >= PIPELINE_MIN_STREAK),
-            probe: credit == 0 && streak % PROBE_INTERVAL == 0,
-        }
+        self.load.request_started(max_depth)
     }
 
     /// Counts the end of a request counted by [`HwQueue::request_started`].
     pub(crate) fn request_ended(&self) {
-        self.inflight.fetch_sub(1, Ordering::Relaxed);
+        self.load.request_ended();
     }
 }
 
@@ -245,8 +192,8 @@ impl HwQueue {
 ///
 /// Empty while the device is unbound; one entry per hardware queue while it is bound (started by
 /// `configure`, stopped by `unbind`: an idle device costs no thread, as with loop.c, whose
-/// workqueue exists only while bound). Replaced only while the device's queue is frozen (no
-/// request is in flight) and the device mutex is held; read by requests in flight or under the
+/// workqueue exists only while bound). Replaced only while no request reads them
+/// ([`DataPathIdle`]) and the device mutex is held; read by requests in flight or under the
 /// device mutex, so reads and writes never overlap.
 struct HwQueues(UnsafeCell<KVec<HwQueue>>);
 
@@ -265,10 +212,7 @@ impl HwQueues {
             let queue = HwQueue {
                 worker: KthreadWorker::new(&name)?,
                 requests: AtomicU64::new(requests.get(q as usize).copied().unwrap_or(0)),
-                inflight: AtomicU32::new(0),
-                last_submitter: AtomicUsize::new(0),
-                streak: AtomicU32::new(0),
-                pipeline_credit: AtomicU32::new(0),
+                load: LoadTracker::new(),
             };
             queues.push(queue, GFP_KERNEL)?;
         }
@@ -278,17 +222,17 @@ impl HwQueues {
     fn replace(
         &self,
         _cfg: &Config,
-        _frozen: &crate::blk::QueueFreeze<'_>,
+        _idle: &DataPathIdle<'_>,
         new: KVec<HwQueue>,
     ) -> KVec<HwQueue> {
-        // SAFETY: The queue is frozen and the device mutex held (witnessed by the arguments),
-        // so nobody reads the cell.
+        // SAFETY: No request reads the cell and the device mutex is held (witnessed by the
+        // arguments), so nobody reads it.
         unsafe { core::mem::replace(&mut *self.0.get(), new) }
     }
 
     /// # Safety
     ///
-    /// The caller must be handling a request of the device (so the queue is not frozen), or
+    /// The caller must be handling a request of the device that `queue_rq` found bound, or
     /// hold the device mutex.
     unsafe fn all(&self) -> &[HwQueue] {
         // SAFETY: No writer meanwhile (type invariant).
@@ -316,6 +260,8 @@ struct Config {
     /// Requests started on each hardware queue in earlier bindings (the queues and their
     /// counters go with the workers at unbinding; the next binding starts from these).
     retired_requests: KVec<u64>,
+    /// While bound: the reference that keeps the module loaded.
+    module_ref: Option<ModuleRef>,
 }
 
 /// What a partition scan read: the backing file (an identity, never dereferenced), the
@@ -350,6 +296,8 @@ pub(crate) struct LoopDevice {
     nowait_max_depth: AtomicU32,
     /// Counters.
     pub(crate) stats: DevStats,
+    /// The submission policy's write steering ([`crate::dispatch`]).
+    pub(crate) steering: WriteSteering,
     /// `lo_mutex`: serialises reconfiguration.
     #[pin]
     cfg: Mutex<Config>,
@@ -397,67 +345,6 @@ unsafe impl Sync for LoopDevice {}
 // SAFETY: As above.
 unsafe impl Send for LoopDevice {}
 
-/// The `holder` cookie for `bd_prepare_to_claim` while reconfiguring.
-static CLAIM_HOLDER: u8 = 0;
-
-fn claim_holder() -> *mut core::ffi::c_void {
-    (&raw const CLAIM_HOLDER).cast_mut().cast()
-}
-
-/// An exclusive claim on the loop device's own block device for the time of a reconfiguration,
-/// taken unless the opener already holds it exclusively.
-struct Claim {
-    bdev: *mut bindings::block_device,
-}
-
-impl Claim {
-    fn new(bdev: *mut bindings::block_device, mode: u32) -> Result<Option<Self>> {
-        if mode & BLK_OPEN_EXCL != 0 {
-            return Ok(None);
-        }
-        // SAFETY: `bdev` is the open block device of the ioctl; the holder is a static cookie.
-        kernel::error::to_result(unsafe {
-            bindings::bd_prepare_to_claim(bdev, claim_holder(), core::ptr::null())
-        })?;
-        Ok(Some(Self { bdev }))
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        // SAFETY: The claim was prepared in `new` with the same holder.
-        unsafe { bindings::bd_abort_claiming(self.bdev, claim_holder()) }
-    }
-}
-
-/// A reference on this module, dropped unless kept (a bound device pins the module).
-struct ModuleRef(bool);
-
-impl ModuleRef {
-    fn get() -> Self {
-        // SAFETY: The caller runs inside one of this module's callbacks, so the module is live.
-        unsafe { bindings::__module_get(crate::this_module()) };
-        Self(true)
-    }
-
-    fn keep(mut self) {
-        self.0 = false;
-    }
-
-    fn put() {
-        // SAFETY: Drops a reference taken by `get` and kept.
-        unsafe { bindings::module_put(crate::this_module()) }
-    }
-}
-
-impl Drop for ModuleRef {
-    fn drop(&mut self) {
-        if self.0 {
-            Self::put();
-        }
-    }
-}
-
 impl LoopDevice {
     /// Creates `loop<number>` (not yet visible; see [`LoopDevice::add_disk`]).
     pub(crate) fn new(
@@ -493,11 +380,13 @@ impl LoopDevice {
                 nr_hw_queues: AtomicU32::new(nr_hw_queues.max(1)),
                 nowait_max_depth: AtomicU32::new(crate::nowait_max_depth()),
                 stats: DevStats::default(),
+                steering: WriteSteering::new(),
                 cfg <- kernel::new_mutex!(Config {
                     file_name: [0; NAME_SIZE],
                     old_gfp: 0,
                     dio: DioAlign { min_size: SECTOR_SIZE, mem_mask: SECTOR_SIZE - 1 },
                     retired_requests: KVec::new(),
+                    module_ref: None,
                 }),
                 state: AtomicU8::new(State::Unbound as u8),
                 offset: AtomicU64::new(0),
@@ -533,7 +422,7 @@ impl LoopDevice {
         self.disk.add(self.clone())?;
         // The counters are informational: a device without them still works.
         self.stats_on.store(
-            sysfs::add_stats(self.disk.kobj()).is_ok(),
+            self.disk.add_group(&sysfs::RUST_LOOP_GROUP).is_ok(),
             Ordering::Relaxed,
         );
         Ok(())
@@ -572,7 +461,7 @@ impl LoopDevice {
     /// The queue depth from which on a single submitter's direct I/O goes to the worker. When
     /// the task that starts a request also started the 32 before it on its hardware queue and
     /// at least this many requests are in flight there, or at least this many and
-    /// [`SHARED_QUEUE_DEPTH`] are in flight whichever tasks started them (see [`QueueLoad`]),
+    /// [`crate::dispatch::SHARED_QUEUE_DEPTH`] are in flight whichever tasks started them (see [`QueueLoad`]),
     /// `queue_rq` hands the request to the queue's worker, which submits it on another CPU while
     /// the submitters prepare their next requests (a two-stage pipeline: the throughput of a
     /// deep queue); otherwise it submits the request itself (`IOCB_NOWAIT`: the latency of a
@@ -634,7 +523,7 @@ impl LoopDevice {
     /// `nr_hw_queues` module parameter): 1 to the number of online CPUs. Their workers start
     /// when the device is bound.
     pub(crate) fn set_nr_hw_queues(&self, count: u32) -> Result {
-        if count == 0 || count > crate::blk::online_cpus() {
+        if count == 0 || count > crate::sys::online_cpus() {
             return Err(EINVAL);
         }
         {
@@ -723,23 +612,21 @@ impl LoopDevice {
     /// The backing file cannot `fallocate` in `mode`: stop advertising what needs it
     /// (`loop_clear_limits`). Called from the worker, once per kind.
     pub(crate) fn disable_fallocate(&self, mode: i32) {
-        if mode & crate::backing::FALLOC_FL_PUNCH_HOLE != 0 {
+        if mode & crate::sys::FALLOC_FL_PUNCH_HOLE != 0 {
             self.discard_on.store(false, Ordering::Relaxed);
         }
         // As loop.c, this updates the limits without freezing: the caller is a command in
         // flight, which a freeze would wait for.
         let _ = self.queue().update_limits(|lim| {
-            if mode & crate::backing::FALLOC_FL_ZERO_RANGE != 0 {
+            if mode & crate::sys::FALLOC_FL_ZERO_RANGE != 0 {
                 lim.max_write_zeroes_sectors = 0;
             }
             // Write-zeroes with unmap are hole punches: both need them (and the block layer
             // wants the unmap limit 0 or equal to the write-zeroes one).
-            if mode & (crate::backing::FALLOC_FL_ZERO_RANGE | crate::backing::FALLOC_FL_PUNCH_HOLE)
-                != 0
-            {
+            if mode & (crate::sys::FALLOC_FL_ZERO_RANGE | crate::sys::FALLOC_FL_PUNCH_HOLE) != 0 {
                 lim.max_hw_wzeroes_unmap_sectors = 0;
             }
-            if mode & crate::backing::FALLOC_FL_PUNCH_HOLE != 0 {
+            if mode & crate::sys::FALLOC_FL_PUNCH_HOLE != 0 {
                 lim.max_hw_discard_sectors = 0;
                 lim.discard_granularity = 0;
             }
@@ -777,8 +664,8 @@ impl LoopDevice {
         }
     }
 
-    /// Publishes the current configuration to the data path; the queue must be frozen.
-    fn publish_io(&self, frozen: &crate::blk::QueueFreeze<'_>, file: Option<BackingFile>) {
+    /// Publishes the current configuration to the data path.
+    fn publish_io(&self, idle: &DataPathIdle<'_>, file: Option<BackingFile>) {
         let flags = self.flags();
         // Fail closed: `queue_rq` calls only into the file systems `nowait_fs` names.
         let nowait = file
@@ -791,7 +678,7 @@ impl LoopDevice {
             Ordering::Relaxed,
         );
         let old = self.io.replace(
-            frozen,
+            idle,
             file.map(|file| IoState {
                 offset: self.offset(),
                 read_only: flags & FLAG_READ_ONLY != 0,
@@ -898,17 +785,12 @@ impl LoopDevice {
     }
 
     /// `LOOP_CONFIGURE` and `LOOP_SET_FD` (`loop_configure`).
-    pub(crate) fn configure(
-        &self,
-        mode: u32,
-        bdev: *mut bindings::block_device,
-        config: &loop_config,
-    ) -> Result {
+    pub(crate) fn configure(&self, mode: u32, bdev: &BlockDevice, config: &loop_config) -> Result {
         let file = BackingFile::from_fd(config.fd)?;
         file.check_ops()?;
         let is_loop = crate::loop_device_of(&file).is_some();
         let module_ref = ModuleRef::get();
-        let claim = Claim::new(bdev, mode)?;
+        let claim = bdev.claim(mode)?;
         let validate = if is_loop {
             Some(crate::VALIDATE.lock())
         } else {
@@ -966,12 +848,18 @@ impl LoopDevice {
         self.sysfs_add();
         self.disk.set_capacity(self.calculate_size(&file));
         {
-            let frozen = self.queue().freeze();
-            self.publish_io(&frozen, Some(file));
+            // SAFETY: The state is `Unbound` (checked above under the device mutex, which every
+            // state change holds); the last unbinding ran at the last close, with no request in
+            // flight, and no request has found the device bound since. `set_state` publishes the
+            // cells below.
+            let idle = unsafe { DataPathIdle::unbound(&cfg) };
+            self.publish_io(&idle, Some(file));
             // The old value is empty (unbound).
-            drop(self.hw_queues.replace(&cfg, &frozen, queues));
+            drop(self.hw_queues.replace(&cfg, &idle, queues));
         }
         self.set_state(State::Bound);
+        // A bound device keeps the module loaded until it is cleared.
+        cfg.module_ref = Some(module_ref);
         if crate::part_shift() != 0 {
             self.set_flags(self.flags() | FLAG_PARTSCAN);
         }
@@ -987,8 +875,6 @@ impl LoopDevice {
             self.reread_partitions();
         }
         drop(claim);
-        // A bound device keeps the module loaded until it is cleared.
-        module_ref.keep();
         Ok(())
     }
 
@@ -1064,14 +950,16 @@ impl LoopDevice {
 
     fn sysfs_add(&self) {
         if !self.sysfs_on.load(Ordering::Relaxed) {
-            self.sysfs_on
-                .store(sysfs::add(self.disk.kobj()).is_ok(), Ordering::Relaxed);
+            self.sysfs_on.store(
+                self.disk.add_group(&sysfs::LOOP_GROUP).is_ok(),
+                Ordering::Relaxed,
+            );
         }
     }
 
     fn sysfs_remove(&self) {
         if self.sysfs_on.swap(false, Ordering::Relaxed) {
-            sysfs::remove(self.disk.kobj());
+            self.disk.remove_group(&sysfs::LOOP_GROUP);
         }
     }
 
@@ -1095,9 +983,13 @@ impl LoopDevice {
         let file = self.backing.lock().take();
         let workers = {
             let mut cfg = self.cfg.lock();
-            let frozen = self.queue().freeze();
-            self.publish_io(&frozen, None);
-            let old = self.hw_queues.replace(&cfg, &frozen, KVec::new());
+            // SAFETY: The state is `Rundown` (set by the caller or `clear_fd`), so `queue_rq`
+            // reads no cell; this is the last close, so no request is in flight (as loop.c's
+            // `__loop_clr_fd`: the page cache was written back and dropped before `release`,
+            // and asynchronous I/O holds the file open).
+            let idle = unsafe { DataPathIdle::unbound(&cfg) };
+            self.publish_io(&idle, None);
+            let old = self.hw_queues.replace(&cfg, &idle, KVec::new());
             // Keep the counts for the next binding (lost only if this allocation fails).
             cfg.retired_requests.clear();
             for q in old.iter() {
@@ -1112,12 +1004,12 @@ impl LoopDevice {
         drop(workers);
         *self.part_stamp.lock() = None;
         self.cgroup_workers.stop_all();
-        let old_gfp = {
+        let (old_gfp, module_ref) = {
             let mut cfg = self.cfg.lock();
             self.offset.store(0, Ordering::Relaxed);
             self.sizelimit.store(0, Ordering::Relaxed);
             cfg.file_name = [0; NAME_SIZE];
-            cfg.old_gfp
+            (cfg.old_gfp, cfg.module_ref.take())
         };
         let _ = self.queue().update_limits(|lim| {
             lim.logical_block_size = SECTOR_SIZE;
@@ -1130,7 +1022,7 @@ impl LoopDevice {
         if let Some(f) = &file {
             f.restore_gfp(old_gfp);
         }
-        ModuleRef::put();
+        drop(module_ref);
         self.disk.force_media_change();
         // Drop every partition, also those added by BLKPG; `open_mutex` is held by release.
         if let Err(e) = self.disk.rescan_partitions(true) {
@@ -1200,7 +1092,7 @@ impl LoopDevice {
             self.dio_min_size.store(cfg.dio.min_size, Ordering::Relaxed);
             self.update_dio(&file, cfg.dio);
             *self.backing.lock() = Some(file.clone());
-            self.publish_io(&frozen, Some(file));
+            self.publish_io(&DataPathIdle::frozen(&frozen), Some(file));
         }
         self.set_merging();
         let partscan = self.flags() & FLAG_PARTSCAN != 0;
@@ -1236,7 +1128,7 @@ impl LoopDevice {
                     (flags & !SET_STATUS_CLEARABLE) | (info.lo_flags & SET_STATUS_SETTABLE),
                 );
                 self.update_dio(&file, cfg.dio);
-                self.publish_io(&frozen, Some(file.clone()));
+                self.publish_io(&DataPathIdle::frozen(&frozen), Some(file.clone()));
             }
             r
         };
@@ -1261,8 +1153,7 @@ impl LoopDevice {
             if self.state() != State::Bound {
                 return Err(ENXIO);
             }
-            // SAFETY: All-zero is a valid `loop_info64`.
-            let mut info: loop_info64 = unsafe { core::mem::zeroed() };
+            let mut info = <loop_info64 as pin_init::Zeroable>::zeroed();
             info.lo_number = self.number;
             info.lo_offset = self.offset();
             info.lo_sizelimit = self.sizelimit();
@@ -1323,7 +1214,7 @@ impl LoopDevice {
                 } else {
                     f & !FLAG_DIRECT_IO
                 });
-                self.publish_io(frozen, Some(file.clone()));
+                self.publish_io(&DataPathIdle::frozen(frozen), Some(file.clone()));
             },
         )?;
         self.set_merging();
@@ -1331,13 +1222,8 @@ impl LoopDevice {
     }
 
     /// `LOOP_SET_BLOCK_SIZE` (`loop_set_block_size`).
-    pub(crate) fn set_block_size(
-        &self,
-        mode: u32,
-        bdev: *mut bindings::block_device,
-        arg: usize,
-    ) -> Result {
-        let _claim = Claim::new(bdev, mode)?;
+    pub(crate) fn set_block_size(&self, mode: u32, bdev: &BlockDevice, arg: usize) -> Result {
+        let _claim = bdev.claim(mode)?;
         let cfg = self.cfg.lock();
         if self.state() != State::Bound {
             return Err(ENXIO);
@@ -1356,7 +1242,7 @@ impl LoopDevice {
             |lim| self.fill_limits(lim, &file, dio, arg as u32),
             |frozen| {
                 self.update_dio(&file, dio);
-                self.publish_io(frozen, Some(file.clone()));
+                self.publish_io(&DataPathIdle::frozen(frozen), Some(file.clone()));
             },
         )?;
         self.set_merging();
@@ -1382,7 +1268,7 @@ impl LoopDevice {
     /// concurrent store (lockdep: kn->active -> lo_mutex -> update_nr_hwq_lock -> kn->active).
     pub(crate) fn remove(&self) {
         if self.stats_on.swap(false, Ordering::Relaxed) {
-            sysfs::remove_stats(self.disk.kobj());
+            self.disk.remove_group(&sysfs::RUST_LOOP_GROUP);
         }
         self.disk.remove();
     }
@@ -1398,6 +1284,22 @@ fn huge_encode_dev(dev: u32) -> u64 {
 /// A loop device block size: a power of two from 512 to `PAGE_SIZE`.
 fn valid_block_size(bsize: usize) -> bool {
     (SECTOR_SIZE as usize..=kernel::page::PAGE_SIZE).contains(&bsize) && bsize.is_power_of_two()
+}
+
+#[kernel::macros::kunit_tests(rust_loop_device)]
+mod tests {
+    use super::*;
+
+    /// `blk_validate_block_size`: a power of two from 512 to the page size.
+    #[test]
+    fn block_sizes() {
+        for ok in [512, 1024, 2048, 4096] {
+            assert!(valid_block_size(ok));
+        }
+        for bad in [0, 1, 256, 511, 513, 1000, 3072, 8192, usize::MAX] {
+            assert!(!valid_block_size(bad));
+        }
+    }
 }
 
 /// The [`DiskOps`] of a loop device.
@@ -1422,7 +1324,7 @@ impl DiskOps for LoopDisk {
         });
         let cmd = LoopCmd::of(rq);
         if let Some(io) = dev.io_backing() {
-            if LoopCmd::nowait_allowed(dev, io, rq, load) && cmd.try_nowait(dev, io, rq) {
+            if crate::dispatch::nowait_allowed(dev, io, rq, load) && cmd.try_nowait(dev, io, rq) {
                 return BlkStatus::OK;
             }
         }
@@ -1461,19 +1363,13 @@ impl DiskOps for LoopDisk {
         }
     }
 
-    fn ioctl(
-        dev: &LoopDevice,
-        bdev: *mut bindings::block_device,
-        mode: u32,
-        cmd: u32,
-        arg: usize,
-    ) -> Result<i32> {
+    fn ioctl(dev: &LoopDevice, bdev: &BlockDevice, mode: u32, cmd: u32, arg: usize) -> Result<i32> {
         crate::ioctl::dispatch(dev, bdev, mode, cmd, arg).map(|()| 0)
     }
 
     fn compat_ioctl(
         dev: &LoopDevice,
-        bdev: *mut bindings::block_device,
+        bdev: &BlockDevice,
         mode: u32,
         cmd: u32,
         arg: usize,

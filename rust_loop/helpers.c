@@ -13,6 +13,7 @@
 #include <linux/blk-cgroup.h>
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
+#include <linux/falloc.h>
 #include <linux/cgroup.h>
 #include <linux/cpumask.h>
 #include <linux/iversion.h>
@@ -263,6 +264,15 @@ bool rust_loop_task_plugged(void)
 }
 
 /*
+ * An identity of the current task that lasts: its pid, which is not handed to a new task until
+ * the pid space wraps, where the task_struct's address is reused as soon as the task is freed.
+ */
+unsigned long rust_loop_task_id(void)
+{
+	return current->pid;
+}
+
+/*
  * Takes the current task's deferred-bio list (current->bio_list, set inside submit_bio() by
  * __submit_bio_noacct_mq()), so that bios submitted until rust_loop_bio_list_restore() are
  * submitted at once instead of waiting on that list until the bio the task is handling is done
@@ -448,6 +458,20 @@ const unsigned long rust_loop_c_layout[] = {
 	OFF(kthread_work, worker),
 };
 const unsigned int rust_loop_c_layout_len = ARRAY_SIZE(rust_loop_c_layout);
+
+#define VAL(v) ((__force unsigned long)(v))
+
+/* The constants the crate copies by hand; keep in the order of rust_loop/layout.rs. */
+const unsigned long rust_loop_c_consts[] = {
+	VAL(BLK_STS_OK), VAL(BLK_STS_NOTSUPP), VAL(BLK_STS_IOERR),
+	VAL(BLK_OPEN_WRITE), VAL(BLK_OPEN_EXCL), VAL(BLK_FEAT_WRITE_CACHE), VAL(SECTOR_SHIFT),
+	VAL(REQ_NOUNMAP),
+	VAL(FMODE_WRITE), VAL(FMODE_CAN_ODIRECT), VAL(FMODE_NOWAIT),
+	VAL(IOCB_NOWAIT), VAL(IOCB_DONTCACHE),
+	VAL(FALLOC_FL_KEEP_SIZE), VAL(FALLOC_FL_PUNCH_HOLE), VAL(FALLOC_FL_ZERO_RANGE),
+	VAL(FALLOC_FL_WRITE_ZEROES),
+};
+const unsigned int rust_loop_c_consts_len = ARRAY_SIZE(rust_loop_c_consts);
 
 /*
  * nowait_fs: the file systems on which queue_rq may submit direct I/O itself (IOCB_NOWAIT); the

@@ -17,6 +17,7 @@ unsigned long rust_loop_stack_remaining(void);
 unsigned int rust_loop_task_flags_set(unsigned int flags);
 void rust_loop_task_flags_restore(unsigned int old, unsigned int flags);
 bool rust_loop_task_plugged(void);
+unsigned long rust_loop_task_id(void);
 void *rust_loop_bio_list_take(void);
 void rust_loop_bio_list_restore(void *list);
 bool rust_loop_task_in_reclaim(void);
@@ -47,5 +48,7 @@ void rust_loop_css_get(struct cgroup_subsys_state *css);
 bool rust_loop_css_is_root(struct cgroup_subsys_state *css);
 extern const unsigned long rust_loop_c_layout[];
 extern const unsigned int rust_loop_c_layout_len;
+extern const unsigned long rust_loop_c_consts[];
+extern const unsigned int rust_loop_c_consts_len;
 
 #endif

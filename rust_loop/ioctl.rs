@@ -4,48 +4,36 @@
 //! the old `loop_info` and 32-bit `compat_loop_info` conversions, and dispatch to [`LoopDevice`].
 
 use crate::{
-    blk::BLK_OPEN_WRITE,
     device::{LoopDevice, NAME_SIZE},
+    sys::{BlockDevice, BLK_OPEN_WRITE},
     uapi::{self, loop_config, loop_info, loop_info64},
 };
-use core::mem::{size_of, MaybeUninit};
-use kernel::{bindings, prelude::*};
+use core::mem::{offset_of, size_of};
+use kernel::{
+    bindings,
+    prelude::*,
+    transmute::{AsBytes, FromBytes},
+    uaccess::{UserPtr, UserSlice},
+};
+use pin_init::Zeroable;
 
 /// Copies a `T` from user memory at `arg`.
-fn read_user<T: Copy>(arg: usize) -> Result<T> {
-    let mut v = MaybeUninit::<T>::uninit();
-    let (dst, src) = (v.as_mut_ptr().cast(), arg as *const _);
-    // SAFETY: `dst` is a writable kernel buffer of `size_of::<T>()` bytes; `copy_from_user`
-    // validates the user pointer and returns the number of bytes it could not copy.
-    let left = unsafe { bindings::copy_from_user(dst, src, size_of::<T>()) };
-    if left != 0 {
-        return Err(EFAULT);
-    }
-    // SAFETY: All bytes were copied, and `T` is a plain C struct valid for any bit pattern.
-    Ok(unsafe { v.assume_init() })
+fn read_user<T: FromBytes>(arg: usize) -> Result<T> {
+    UserSlice::new(UserPtr::from_addr(arg), size_of::<T>())
+        .reader()
+        .read()
 }
 
-/// Copies `v` to user memory at `arg`.
-fn write_user<T: Copy>(arg: usize, v: &T) -> Result {
-    // SAFETY: `v` is a readable kernel object of `size_of::<T>()` bytes; `copy_to_user`
-    // validates the user pointer.
-    let left = unsafe {
-        bindings::copy_to_user(arg as *mut _, core::ptr::from_ref(v).cast(), size_of::<T>())
-    };
-    if left != 0 {
-        return Err(EFAULT);
-    }
-    Ok(())
-}
-
-fn capable_sys_admin() -> bool {
-    // SAFETY: `capable` checks the current task's credentials.
-    unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as i32) }
+/// Copies `bytes` to user memory at `arg`.
+fn write_user(arg: usize, bytes: &[u8]) -> Result {
+    UserSlice::new(UserPtr::from_addr(arg), bytes.len())
+        .writer()
+        .write_slice(bytes)
 }
 
 /// Reconfiguring ioctls need a writable open or `CAP_SYS_ADMIN`.
 fn check_writer(mode: u32) -> Result {
-    if mode & BLK_OPEN_WRITE != 0 || capable_sys_admin() {
+    if mode & BLK_OPEN_WRITE != 0 || crate::sys::capable(bindings::CAP_SYS_ADMIN) {
         Ok(())
     } else {
         Err(EPERM)
@@ -55,7 +43,7 @@ fn check_writer(mode: u32) -> Result {
 /// `lo_ioctl`.
 pub(crate) fn dispatch(
     dev: &LoopDevice,
-    bdev: *mut bindings::block_device,
+    bdev: &BlockDevice,
     mode: u32,
     cmd: u32,
     arg: usize,
@@ -63,8 +51,7 @@ pub(crate) fn dispatch(
     match cmd {
         uapi::LOOP_SET_FD => {
             // Legacy: a zeroed `loop_config` with only the descriptor set.
-            // SAFETY: All-zero is a valid `loop_config`.
-            let mut config: loop_config = unsafe { core::mem::zeroed() };
+            let mut config = loop_config::zeroed();
             config.fd = arg as u32;
             dev.configure(mode, bdev, &config)
         }
@@ -83,8 +70,7 @@ pub(crate) fn dispatch(
             if arg == 0 {
                 return Err(EINVAL);
             }
-            let info = info64_to_old(&dev.get_status()?)?;
-            write_user(arg, &info)
+            write_user(arg, &info64_to_old(&dev.get_status()?)?)
         }
         uapi::LOOP_SET_STATUS64 => {
             check_writer(mode)?;
@@ -95,7 +81,7 @@ pub(crate) fn dispatch(
             if arg == 0 {
                 return Err(EINVAL);
             }
-            write_user(arg, &dev.get_status()?)
+            write_user(arg, dev.get_status()?.as_bytes())
         }
         uapi::LOOP_SET_BLOCK_SIZE => {
             check_writer(mode)?;
@@ -116,41 +102,52 @@ pub(crate) fn dispatch(
 
 /// The conversions between `loop_info64` and an old-style status structure (`loop_info`, or its
 /// 32-bit layout), as loop.c's `loop_info64_{from,to}_old` and `..._compat`. `dev` and `ino` are
-/// the old structure's types of `lo_device`/`lo_rdevice` and of `lo_inode`.
+/// the old structure's types of `lo_device`/`lo_rdevice` and of `lo_inode`. The old structures
+/// have padding, so the way out is their bytes: the fields loop.c fills, every other byte zero.
 macro_rules! old_info_conversions {
     ($old:ty, $from:ident, $to:ident, dev: $dev:ty, ino: $ino:ty) => {
         fn $from(info: &$old) -> loop_info64 {
-            // SAFETY: All-zero is a valid `loop_info64`.
-            let mut i: loop_info64 = unsafe { core::mem::zeroed() };
+            let mut i = loop_info64::zeroed();
             i.lo_number = info.lo_number as u32;
             i.lo_device = u64::from(info.lo_device);
             i.lo_inode = u64::from(info.lo_inode);
             i.lo_rdevice = u64::from(info.lo_rdevice);
             i.lo_offset = i64::from(info.lo_offset) as u64;
             i.lo_flags = info.lo_flags as u32;
-            copy_name(&mut i.lo_file_name, &info.lo_name);
+            i.lo_file_name = info.lo_name.map(|c| c as u8);
             i
         }
 
-        fn $to(i: &loop_info64) -> Result<$old> {
-            // SAFETY: All-zero is a valid old-style status structure.
-            let mut info: $old = unsafe { core::mem::zeroed() };
-            info.lo_number = i.lo_number as i32;
-            info.lo_device = i.lo_device as $dev;
-            info.lo_inode = i.lo_inode as $ino;
-            info.lo_rdevice = i.lo_rdevice as $dev;
-            info.lo_offset = i.lo_offset as i32;
-            info.lo_flags = i.lo_flags as i32;
-            copy_name(&mut info.lo_name, &i.lo_file_name);
+        fn $to(i: &loop_info64) -> Result<[u8; size_of::<$old>()]> {
+            let device = i.lo_device as $dev;
+            let inode = i.lo_inode as $ino;
+            let rdevice = i.lo_rdevice as $dev;
+            let offset = i.lo_offset as i32;
             // Values that do not fit the old structure are an error, as loop.c.
-            if u64::from(info.lo_device) != i.lo_device
-                || u64::from(info.lo_rdevice) != i.lo_rdevice
-                || u64::from(info.lo_inode) != i.lo_inode
-                || i64::from(info.lo_offset) as u64 != i.lo_offset
+            if u64::from(device) != i.lo_device
+                || u64::from(rdevice) != i.lo_rdevice
+                || u64::from(inode) != i.lo_inode
+                || i64::from(offset) as u64 != i.lo_offset
             {
                 return Err(EOVERFLOW);
             }
-            Ok(info)
+            let mut b = [0u8; size_of::<$old>()];
+            put(
+                &mut b,
+                offset_of!($old, lo_number),
+                (i.lo_number as i32).to_ne_bytes(),
+            );
+            put(&mut b, offset_of!($old, lo_device), device.to_ne_bytes());
+            put(&mut b, offset_of!($old, lo_inode), inode.to_ne_bytes());
+            put(&mut b, offset_of!($old, lo_rdevice), rdevice.to_ne_bytes());
+            put(&mut b, offset_of!($old, lo_offset), offset.to_ne_bytes());
+            put(
+                &mut b,
+                offset_of!($old, lo_flags),
+                (i.lo_flags as i32).to_ne_bytes(),
+            );
+            put(&mut b, offset_of!($old, lo_name), i.lo_file_name);
+            Ok(b)
         }
     };
 }
@@ -164,17 +161,11 @@ old_info_conversions!(
 );
 old_info_conversions!(CompatLoopInfo, info64_from_compat, info64_to_compat, dev: u16, ino: u32);
 
-/// Copies a `LO_NAME_SIZE` name between the `u8`/`c_char` arrays of the two structures.
-fn copy_name<A: Copy, B: Copy>(dst: &mut [A; NAME_SIZE], src: &[B; NAME_SIZE]) {
-    const { assert!(size_of::<A>() == 1 && size_of::<B>() == 1) };
-    // SAFETY: Both arrays are `NAME_SIZE` bytes of one-byte integer types.
-    unsafe {
-        core::ptr::copy_nonoverlapping(
-            src.as_ptr().cast::<u8>(),
-            dst.as_mut_ptr().cast::<u8>(),
-            NAME_SIZE,
-        )
-    };
+/// Writes `v` at `off` in `buf` (a field of a structure laid out in `buf`).
+fn put<const N: usize>(buf: &mut [u8], off: usize, v: [u8; N]) {
+    if let Some(dst) = buf.get_mut(off..off + N) {
+        dst.copy_from_slice(&v);
+    }
 }
 
 /// `struct compat_loop_info`: `loop_info` as a 32-bit x86 process lays it out.
@@ -189,11 +180,14 @@ struct CompatLoopInfo {
     lo_encrypt_type: i32,
     lo_encrypt_key_size: i32,
     lo_flags: i32,
-    lo_name: [u8; NAME_SIZE],
+    lo_name: [core::ffi::c_char; NAME_SIZE],
     lo_encrypt_key: [u8; uapi::LO_KEY_SIZE as usize],
     lo_init: [u32; 2],
     reserved: [u8; 4],
 }
+
+// SAFETY: Integers and arrays of integers: every bit pattern is a valid value.
+unsafe impl FromBytes for CompatLoopInfo {}
 
 // The 32-bit layout, fixed by the ABI.
 const _: () = assert!(size_of::<CompatLoopInfo>() == 140);
@@ -202,7 +196,7 @@ const _: () = assert!(core::mem::offset_of!(CompatLoopInfo, lo_name) == 32);
 /// `lo_compat_ioctl`.
 pub(crate) fn dispatch_compat(
     dev: &LoopDevice,
-    bdev: *mut bindings::block_device,
+    bdev: &BlockDevice,
     mode: u32,
     cmd: u32,
     arg: usize,
@@ -230,5 +224,58 @@ pub(crate) fn dispatch_compat(
         | uapi::LOOP_SET_BLOCK_SIZE
         | uapi::LOOP_SET_DIRECT_IO => dispatch(dev, bdev, mode, cmd, arg),
         _ => Err(ENOIOCTLCMD),
+    }
+}
+
+#[kernel::macros::kunit_tests(rust_loop_ioctl)]
+mod tests {
+    use super::*;
+
+    fn info64() -> loop_info64 {
+        let mut i = loop_info64::zeroed();
+        i.lo_number = 3;
+        i.lo_device = 0x0801;
+        i.lo_inode = 12345;
+        i.lo_rdevice = 0x0700;
+        i.lo_offset = 4096;
+        i.lo_flags = uapi::LO_FLAGS_READ_ONLY | uapi::LO_FLAGS_AUTOCLEAR;
+        i.lo_file_name[..8].copy_from_slice(b"disk.img");
+        i
+    }
+
+    /// `loop_info64` -> old `loop_info` bytes -> `loop_info64` keeps what the old structure
+    /// holds, at the ABI's offsets, with every other byte zero.
+    #[test]
+    fn old_info_round_trip() -> Result {
+        let bytes = info64_to_old(&info64())?;
+        let old = loop_info::from_bytes_copy(&bytes).ok_or(EINVAL)?;
+        assert_eq!(old.lo_number, 3);
+        assert_eq!(old.lo_offset, 4096);
+        assert!(old.lo_name[..8].iter().map(|&c| c as u8).eq(*b"disk.img"));
+        let back = info64_from_old(&old);
+        assert_eq!(back.lo_inode, 12345);
+        assert_eq!(back.lo_device, 0x0801);
+        assert_eq!(back.lo_flags, info64().lo_flags);
+        assert_eq!(back.lo_file_name, info64().lo_file_name);
+        // The padding after `lo_number` (x86-64: 4 bytes) is zero.
+        assert!(bytes[4..8].iter().all(|&b| b == 0));
+        Ok(())
+    }
+
+    /// The 32-bit layout: 16-bit device numbers; a value that does not fit is `EOVERFLOW`.
+    #[test]
+    fn compat_info_overflow() -> Result {
+        let bytes = info64_to_compat(&info64())?;
+        assert_eq!(bytes.len(), 140);
+        let c = CompatLoopInfo::from_bytes_copy(&bytes).ok_or(EINVAL)?;
+        assert_eq!(c.lo_device, 0x0801);
+        let mut big = info64();
+        big.lo_device = 0x1_0000;
+        assert!(info64_to_compat(&big).is_err());
+        let mut far = info64();
+        far.lo_offset = 1 << 40;
+        assert!(info64_to_compat(&far).is_err());
+        assert!(info64_to_old(&far).is_err());
+        Ok(())
     }
 }

@@ -12,6 +12,8 @@ use kernel::{bindings as b, prelude::*};
 extern "C" {
     static rust_loop_c_layout: [kernel::ffi::c_ulong; 0];
     static rust_loop_c_layout_len: core::ffi::c_uint;
+    static rust_loop_c_consts: [kernel::ffi::c_ulong; 0];
+    static rust_loop_c_consts_len: core::ffi::c_uint;
 }
 
 macro_rules! sz {
@@ -138,32 +140,76 @@ const RUST_LAYOUT: &[(&str, usize)] = &[
     off!(kthread_work, worker),
 ];
 
-/// Compares bindgen's layout with the C compiler's; `Err(EINVAL)` (and a log line naming the
-/// first difference) when they disagree.
+macro_rules! val {
+    ($name:ident = $v:expr) => {
+        (stringify!($name), $v as usize)
+    };
+}
+
+/// The C constants the crate copies by hand (typed macros that bindgen does not export), in the
+/// order of `rust_loop_c_consts`.
+const RUST_CONSTS: &[(&str, usize)] = {
+    use crate::sys::*;
+    &[
+        val!(BLK_STS_OK = BlkStatus::OK.as_raw()),
+        val!(BLK_STS_NOTSUPP = BlkStatus::NOTSUPP.as_raw()),
+        val!(BLK_STS_IOERR = BlkStatus::IOERR.as_raw()),
+        val!(BLK_OPEN_WRITE = BLK_OPEN_WRITE),
+        val!(BLK_OPEN_EXCL = BLK_OPEN_EXCL),
+        val!(BLK_FEAT_WRITE_CACHE = BLK_FEAT_WRITE_CACHE),
+        val!(SECTOR_SHIFT = SECTOR_SHIFT),
+        val!(REQ_NOUNMAP = REQ_NOUNMAP),
+        val!(FMODE_WRITE = FMODE_WRITE),
+        val!(FMODE_CAN_ODIRECT = FMODE_CAN_ODIRECT),
+        val!(FMODE_NOWAIT = FMODE_NOWAIT),
+        val!(IOCB_NOWAIT = IOCB_NOWAIT),
+        val!(IOCB_DONTCACHE = IOCB_DONTCACHE),
+        val!(FALLOC_FL_KEEP_SIZE = FALLOC_FL_KEEP_SIZE),
+        val!(FALLOC_FL_PUNCH_HOLE = FALLOC_FL_PUNCH_HOLE),
+        val!(FALLOC_FL_ZERO_RANGE = FALLOC_FL_ZERO_RANGE),
+        val!(FALLOC_FL_WRITE_ZEROES = FALLOC_FL_WRITE_ZEROES),
+    ]
+};
+
+/// Compares bindgen's layout and the copied constants with the C compiler's values;
+/// `Err(EINVAL)` (and a log line naming the first difference) when they disagree.
 pub(crate) fn check() -> Result {
-    // SAFETY: The C side defines the array with `rust_loop_c_layout_len` entries; both are
-    // immutable.
-    let c = unsafe {
-        core::slice::from_raw_parts(
-            (&raw const rust_loop_c_layout).cast::<kernel::ffi::c_ulong>(),
-            rust_loop_c_layout_len as usize,
+    // SAFETY: The C side defines each array with its `_len` entries; all are immutable.
+    let (layout, consts) = unsafe {
+        (
+            core::slice::from_raw_parts(
+                (&raw const rust_loop_c_layout).cast::<kernel::ffi::c_ulong>(),
+                rust_loop_c_layout_len as usize,
+            ),
+            core::slice::from_raw_parts(
+                (&raw const rust_loop_c_consts).cast::<kernel::ffi::c_ulong>(),
+                rust_loop_c_consts_len as usize,
+            ),
         )
     };
-    if c.len() != RUST_LAYOUT.len() {
+    compare("layout", "bindgen", RUST_LAYOUT, layout)?;
+    compare("constant", "the crate", RUST_CONSTS, consts)
+}
+
+fn compare(what: &str, ours: &str, rust: &[(&str, usize)], c: &[kernel::ffi::c_ulong]) -> Result {
+    if c.len() != rust.len() {
         pr_err!(
-            "layout check: {} C entries, {} Rust entries\n",
+            "{} check: {} C entries, {} Rust entries\n",
+            what,
             c.len(),
-            RUST_LAYOUT.len()
+            rust.len()
         );
         return Err(EINVAL);
     }
-    for (&(name, rust), &c) in RUST_LAYOUT.iter().zip(c) {
-        if rust != c {
+    for (&(name, r), &c) in rust.iter().zip(c) {
+        if r != c {
             pr_err!(
-                "layout check: {} is {} for the C compiler, {} for bindgen\n",
+                "{} check: {} is {} for the C compiler, {} for {}\n",
+                what,
                 name,
                 c,
-                rust
+                r,
+                ours
             );
             return Err(EINVAL);
         }

@@ -18,3 +18,23 @@
 )]
 
 include!("loop_generated.rs");
+
+// SAFETY: Integers and arrays of integers: every bit pattern is a valid value.
+unsafe impl kernel::transmute::FromBytes for loop_info {}
+// SAFETY: As above.
+unsafe impl kernel::transmute::FromBytes for loop_info64 {}
+// SAFETY: As above.
+unsafe impl kernel::transmute::FromBytes for loop_config {}
+// SAFETY: Integers and arrays of integers without padding (the size is the sum of the fields'
+// sizes, checked below), so every byte is initialised.
+unsafe impl kernel::transmute::AsBytes for loop_info64 {}
+// SAFETY: All-zero is a valid value of these integer structures.
+unsafe impl pin_init::Zeroable for loop_info64 {}
+// SAFETY: As above.
+unsafe impl pin_init::Zeroable for loop_config {}
+
+const _: () = {
+    use core::mem::size_of;
+    let i = size_of::<loop_info64>();
+    assert!(i == 5 * 8 + 4 * 4 + 2 * LO_NAME_SIZE as usize + LO_KEY_SIZE as usize + 2 * 8);
+};

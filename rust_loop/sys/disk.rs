@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The block-layer pieces that the 7.3 kernel crate's `block::mq` does not offer: a tag set with a
-//! typed per-command PDU, a gendisk with full `block_device_operations` (open, release, ioctl,
-//! compat_ioctl, free_disk, owner), request accessors (op, position, bytes, bio/bvec walk), queue
-//! limits updates and queue freezing.
+//! A blk-mq tag set and gendisk with full block-device operations (open, release, ioctl,
+//! compat_ioctl, free_disk, owner), the per-command PDU and the per-disk data.
 //!
 //! C headers: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h),
 //! [`include/linux/blkdev.h`](srctree/include/linux/blkdev.h).
@@ -22,534 +20,12 @@ use kernel::{
     types::Opaque,
 };
 
-/// Bytes per sector, the unit of request positions.
-pub(crate) const SECTOR_SHIFT: u32 = 9;
-/// One sector in bytes.
-pub(crate) const SECTOR_SIZE: u32 = 1 << SECTOR_SHIFT;
-
-// `include/linux/blk_types.h`: typed macros that bindgen does not export.
-const REQ_OP_MASK: u32 = (1 << bindings::REQ_OP_BITS) - 1;
-/// `REQ_NOUNMAP`: write-zeroes must not deallocate.
-const REQ_NOUNMAP: u32 = 1 << bindings::req_flag_bits___REQ_NOUNMAP;
+use super::{BlkStatus, BlockDevice, Queue, Request};
 
 /// `blk_mode_t` bits (`include/linux/blkdev.h`).
 pub(crate) const BLK_OPEN_WRITE: u32 = 1 << 1;
 /// `BLK_OPEN_EXCL`: the opener holds the device exclusively.
 pub(crate) const BLK_OPEN_EXCL: u32 = 1 << 2;
-/// `BLK_FEAT_WRITE_CACHE`: the device has a volatile write cache (flushes are meaningful).
-pub(crate) const BLK_FEAT_WRITE_CACHE: u32 = 1 << 0;
-
-/// Completion status of a request (`blk_status_t`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct BlkStatus(u8);
-
-impl BlkStatus {
-    /// Success.
-    pub(crate) const OK: Self = Self(0);
-    /// `BLK_STS_NOTSUPP`.
-    pub(crate) const NOTSUPP: Self = Self(1);
-    /// `BLK_STS_IOERR`.
-    pub(crate) const IOERR: Self = Self(10);
-}
-
-/// The operation of a request.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum ReqOp {
-    /// Read data.
-    Read,
-    /// Write data.
-    Write,
-    /// Flush the volatile write cache.
-    Flush,
-    /// Discard (deallocate) a range.
-    Discard,
-    /// Write zeroes to a range.
-    WriteZeroes,
-    /// Any other operation (not advertised by rust_loop).
-    Other,
-}
-
-/// A request handed to the driver by blk-mq.
-///
-/// # Invariants
-///
-/// The wrapped `struct request` is valid and owned by the driver (started, not yet ended) for as
-/// long as a reference to this type exists.
-#[repr(transparent)]
-pub(crate) struct Request(Opaque<bindings::request>);
-
-impl Request {
-    /// Borrows a raw request.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must point to a request that the driver owns for `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::request) -> &'a Self {
-        // SAFETY: `Request` is a transparent wrapper; the caller guarantees validity for `'a`.
-        unsafe { &*ptr.cast() }
-    }
-
-    /// The raw `struct request`.
-    pub(crate) fn as_raw(&self) -> *mut bindings::request {
-        self.0.get()
-    }
-
-    fn cmd_flags(&self) -> u32 {
-        // SAFETY: By the type invariant the request is valid; `cmd_flags` is stable while owned.
-        unsafe { (*self.as_raw()).cmd_flags }
-    }
-
-    /// The request's operation.
-    pub(crate) fn op(&self) -> ReqOp {
-        match self.cmd_flags() & REQ_OP_MASK {
-            bindings::req_op_REQ_OP_READ => ReqOp::Read,
-            bindings::req_op_REQ_OP_WRITE => ReqOp::Write,
-            bindings::req_op_REQ_OP_FLUSH => ReqOp::Flush,
-            bindings::req_op_REQ_OP_DISCARD => ReqOp::Discard,
-            bindings::req_op_REQ_OP_WRITE_ZEROES => ReqOp::WriteZeroes,
-            _ => ReqOp::Other,
-        }
-    }
-
-    /// Whether a write-zeroes request must keep the blocks allocated (`REQ_NOUNMAP`).
-    pub(crate) fn no_unmap(&self) -> bool {
-        self.cmd_flags() & REQ_NOUNMAP != 0
-    }
-
-    /// Byte position of the request on the device.
-    pub(crate) fn pos(&self) -> u64 {
-        // SAFETY: By the type invariant the request is valid.
-        unsafe { (*self.as_raw()).__sector << SECTOR_SHIFT }
-    }
-
-    /// Remaining bytes of the request.
-    pub(crate) fn bytes(&self) -> u32 {
-        // SAFETY: By the type invariant the request is valid.
-        unsafe { (*self.as_raw()).__data_len }
-    }
-
-    /// Whether the request carries more than one bio (it was merged).
-    pub(crate) fn is_multi_bio(&self) -> bool {
-        // SAFETY: By the type invariant the request is valid.
-        unsafe { (*self.as_raw()).bio != (*self.as_raw()).biotail }
-    }
-
-    /// The request's I/O priority (`req_get_ioprio`: that of its first bio).
-    pub(crate) fn ioprio(&self) -> u16 {
-        self.bios().next().map_or(0, |b| {
-            // SAFETY: The bio is valid for the request's lifetime.
-            unsafe { (*b.as_raw()).bi_ioprio }
-        })
-    }
-
-    /// The request's bios, in order.
-    pub(crate) fn bios(&self) -> Bios<'_> {
-        // SAFETY: By the type invariant the request is valid.
-        let next = unsafe { (*self.as_raw()).bio };
-        Bios {
-            next,
-            _rq: PhantomData,
-        }
-    }
-
-    /// Index of the hardware queue the request was dispatched on.
-    pub(crate) fn hw_queue(&self) -> u32 {
-        // SAFETY: By the type invariant the request is valid; a dispatched request has a
-        // hardware context.
-        unsafe { rust_loop_rq_hw_queue(self.as_raw().cast()) }
-    }
-
-    /// The per-command data of the request.
-    pub(crate) fn pdu<T>(&self) -> *mut T {
-        // SAFETY: By the type invariant the request is valid; the PDU follows it in memory.
-        unsafe { bindings::blk_mq_rq_to_pdu(self.as_raw()).cast() }
-    }
-
-    /// Marks the request as started (`blk_mq_start_request`).
-    pub(crate) fn start(&self) {
-        // SAFETY: By the type invariant the request is valid and owned by the driver.
-        unsafe { bindings::blk_mq_start_request(self.as_raw()) }
-    }
-
-    /// Hands the request to the `complete` callback through `blk_mq_complete_request`,
-    /// possibly later or on another CPU (for a single hardware queue: the BLOCK softirq, which
-    /// from task context means a ksoftirqd wakeup). The request must not be touched by the
-    /// caller afterwards.
-    pub(crate) fn complete(&self) {
-        // SAFETY: By the type invariant the request is valid and owned by the driver.
-        unsafe { bindings::blk_mq_complete_request(self.as_raw()) }
-    }
-
-    /// Whether [`Request::complete_here`] may be called now: in task context, with at least
-    /// [`COMPLETE_HERE_MIN_STACK`] bytes of kernel stack left for the completion (the `end_io`
-    /// chain of the request's bios).
-    pub(crate) fn may_complete_here() -> bool {
-        // SAFETY: Reads the current context and stack position.
-        unsafe { rust_loop_may_complete_here(COMPLETE_HERE_MIN_STACK as core::ffi::c_ulong) }
-    }
-
-    /// Runs the `complete` callback before returning (`blk_mq_complete_request_direct`). Only
-    /// when [`Request::may_complete_here`] said so, and with no lock held that the callback
-    /// or the bios' `end_io` take. The request must not be touched by the caller afterwards.
-    pub(crate) fn complete_here(&self) {
-        // SAFETY: By the type invariant the request is valid and owned by the driver; the
-        // callback is the queue's own.
-        unsafe { rust_loop_complete_request_direct(self.as_raw().cast()) }
-    }
-
-    /// Ends the request with `status`.
-    pub(crate) fn end(&self, status: BlkStatus) {
-        // SAFETY: By the type invariant the request is valid and owned by the driver; ending it
-        // gives it back to blk-mq and the caller does not use it afterwards.
-        unsafe { bindings::blk_mq_end_request(self.as_raw(), status.0) }
-    }
-}
-
-/// Iterator over the bios of a request.
-pub(crate) struct Bios<'a> {
-    next: *mut bindings::bio,
-    _rq: PhantomData<&'a Request>,
-}
-
-impl<'a> Iterator for Bios<'a> {
-    type Item = Bio<'a>;
-
-    fn next(&mut self) -> Option<Bio<'a>> {
-        let bio = NonNull::new(self.next)?;
-        // SAFETY: The bios of an owned request are valid and linked by `bi_next`.
-        self.next = unsafe { (*bio.as_ptr()).bi_next };
-        Some(Bio {
-            ptr: bio,
-            _rq: PhantomData,
-        })
-    }
-}
-
-/// A bio of an owned request.
-#[derive(Clone, Copy)]
-pub(crate) struct Bio<'a> {
-    ptr: NonNull<bindings::bio>,
-    _rq: PhantomData<&'a Request>,
-}
-
-impl<'a> Bio<'a> {
-    /// The raw `struct bio`.
-    pub(crate) fn as_raw(&self) -> *mut bindings::bio {
-        self.ptr.as_ptr()
-    }
-
-    fn iter(&self) -> bindings::bvec_iter {
-        // SAFETY: The bio is valid for `'a`; `bvec_iter` is `Copy` (read unaligned: it is packed).
-        unsafe { core::ptr::addr_of!((*self.as_raw()).bi_iter).read_unaligned() }
-    }
-
-    /// Bytes of data in the bio.
-    pub(crate) fn size(&self) -> u32 {
-        self.iter().bi_size
-    }
-
-    /// The bio's multi-page segments (`bio_for_each_bvec`).
-    pub(crate) fn bvecs(&self) -> BvecIter<'a> {
-        // SAFETY: The bio is valid for `'a`.
-        let table = unsafe { (*self.as_raw()).bi_io_vec };
-        BvecIter {
-            table,
-            iter: self.iter(),
-            _bio: PhantomData,
-        }
-    }
-
-    /// The bio's bvec table starting at its current position, with the offset into the first
-    /// entry: what `iov_iter_bvec` needs to walk the bio in place.
-    pub(crate) fn bvec_table(&self) -> (*const bindings::bio_vec, usize) {
-        let it = self.iter();
-        // SAFETY: `bi_idx` indexes the bio's own bvec table.
-        let first = unsafe { (*self.as_raw()).bi_io_vec.add(it.bi_idx as usize) };
-        (first, it.bi_offset as usize)
-    }
-}
-
-/// Iterator over the multi-page bio_vecs of one bio (`for_each_mp_bvec`).
-pub(crate) struct BvecIter<'a> {
-    table: *const bindings::bio_vec,
-    iter: bindings::bvec_iter,
-    _bio: PhantomData<Bio<'a>>,
-}
-
-impl Iterator for BvecIter<'_> {
-    type Item = bindings::bio_vec;
-
-    fn next(&mut self) -> Option<bindings::bio_vec> {
-        if self.iter.bi_size == 0 {
-            return None;
-        }
-        // SAFETY: While `bi_size` is non-zero, `bi_idx` indexes a valid entry of the bio's table.
-        let bv = unsafe { *self.table.add(self.iter.bi_idx as usize) };
-        let done = self.iter.bi_offset;
-        let len = (bv.bv_len - done).min(self.iter.bi_size);
-        // `bvec_iter_advance_single`.
-        self.iter.bi_size -= len;
-        if done + len == bv.bv_len {
-            self.iter.bi_idx += 1;
-            self.iter.bi_offset = 0;
-        } else {
-            self.iter.bi_offset = done + len;
-        }
-        Some(bindings::bio_vec {
-            bv_page: bv.bv_page,
-            bv_len: len,
-            bv_offset: bv.bv_offset + done,
-        })
-    }
-}
-
-extern "C" {
-    // rust_loop/helpers.c: `task_struct` fields (see there why not through bindgen).
-    fn rust_loop_in_fs_transaction() -> bool;
-    fn rust_loop_task_is_loop_worker() -> bool;
-    fn rust_loop_stack_remaining() -> core::ffi::c_ulong;
-    fn rust_loop_task_flags_set(flags: core::ffi::c_uint) -> core::ffi::c_uint;
-    fn rust_loop_task_flags_restore(old: core::ffi::c_uint, flags: core::ffi::c_uint);
-    fn rust_loop_task_plugged() -> bool;
-    fn rust_loop_bio_list_take() -> *mut core::ffi::c_void;
-    fn rust_loop_bio_list_restore(list: *mut core::ffi::c_void);
-    fn rust_loop_task_in_reclaim() -> bool;
-    // `struct gendisk *` as `void *`: it contains zero-sized members, not FFI-safe to Rust.
-    fn rust_loop_disk_part_scan_pending(disk: *mut core::ffi::c_void) -> bool;
-    fn rust_loop_disk_cancel_part_scan(disk: *mut core::ffi::c_void);
-    fn rust_loop_disk_page_cache_dirty(disk: *mut core::ffi::c_void) -> bool;
-    fn rust_loop_disk_parts_digest(disk: *mut core::ffi::c_void) -> u64;
-    // `void *`: `struct request` contains zero-sized C members.
-    fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
-    fn rust_loop_may_complete_here(min_stack: core::ffi::c_ulong) -> bool;
-    // `void *`: `struct request` contains zero-sized C members.
-    fn rust_loop_complete_request_direct(rq: *mut core::ffi::c_void);
-    fn rust_loop_online_cpus() -> core::ffi::c_uint;
-}
-
-/// Kernel stack bytes that must be left for [`Request::complete_here`] to run the completion
-/// (the request's bios' `end_io` chain) on the current stack rather than from the BLOCK
-/// softirq.
-pub(crate) const COMPLETE_HERE_MIN_STACK: usize = 4096;
-
-/// Number of online CPUs (the bound on hardware queues).
-pub(crate) fn online_cpus() -> u32 {
-    // SAFETY: Reads the online CPU mask.
-    unsafe { rust_loop_online_cpus() }
-}
-
-/// Whether the current task has a block plug (requests may be dispatched from its flush).
-pub(crate) fn plugged() -> bool {
-    // SAFETY: Reads a field of the current task.
-    unsafe { rust_loop_task_plugged() }
-}
-
-/// While it lives, bios the current task submits are submitted at once, not deferred.
-///
-/// Inside `submit_bio` (direct issue, or a submitter that found every tag taken and runs the
-/// queue before it sleeps) the block layer queues the bios submitted meanwhile on
-/// `current->bio_list` and submits them only once the bio it is handling is done with, which
-/// may first wait for a tag of the very queue whose `queue_rq` is running. Backing I/O started
-/// from there must not wait on that list: what the worker waits for in the backing file system
-/// (XFS's sub-block writes wait for every direct I/O in flight on the file) could be held there
-/// by a task waiting for a tag that only the worker's progress frees.
-///
-/// # Invariants
-///
-/// `saved` is the list taken from the current task, put back on drop, on the same task (the
-/// value is neither `Send` nor kept beyond the scope that created it).
-pub(crate) struct UndeferredBios {
-    saved: *mut core::ffi::c_void,
-}
-
-impl UndeferredBios {
-    /// Takes the current task's deferred-bio list until the value is dropped.
-    pub(crate) fn new() -> Self {
-        // SAFETY: Reads and clears a field of the current task; `drop` puts it back.
-        let saved = unsafe { rust_loop_bio_list_take() };
-        // INVARIANT: taken from the current task just now.
-        Self { saved }
-    }
-
-    /// Whether the task was inside `submit_bio` (it had a deferred-bio list).
-    pub(crate) fn was_deferring(&self) -> bool {
-        !self.saved.is_null()
-    }
-}
-
-impl Drop for UndeferredBios {
-    fn drop(&mut self) {
-        // SAFETY: Puts back the list taken from this same task (type invariant); any nested
-        // `submit_bio` has cleared it again on return.
-        unsafe { rust_loop_bio_list_restore(self.saved) }
-    }
-}
-
-/// Whether the current task is reclaiming memory or must not recurse into I/O for it
-/// (`PF_MEMALLOC*`).
-pub(crate) fn in_reclaim() -> bool {
-    // SAFETY: Reads a field of the current task.
-    unsafe { rust_loop_task_in_reclaim() }
-}
-
-/// Whether the current task is inside a filesystem transaction (`current->journal_info`):
-/// submitting to a backing filesystem from there would nest its transaction in ours.
-pub(crate) fn in_fs_transaction() -> bool {
-    // SAFETY: Reads a field of the current task.
-    unsafe { rust_loop_in_fs_transaction() }
-}
-
-/// Whether the current task is a loop device's worker (`PF_LOCAL_THROTTLE`, set by rust_loop's
-/// and loop.c's workers): its I/O to another loop device may come from inside the backing file
-/// system's transaction (XFS does not mark those in `journal_info`).
-pub(crate) fn submitter_is_loop_worker() -> bool {
-    // SAFETY: Reads the current task's flags.
-    unsafe { rust_loop_task_is_loop_worker() }
-}
-
-/// An identity of the current task, for comparing with another (never a pointer to use).
-pub(crate) fn current_task_id() -> usize {
-    kernel::task::Task::current_raw() as usize
-}
-
-/// Bytes of kernel stack left below the current frame.
-pub(crate) fn stack_remaining() -> usize {
-    // SAFETY: Reads the current task's stack base and the frame address.
-    unsafe { rust_loop_stack_remaining() as usize }
-}
-
-/// `PF_*` flags set on the current task for a scope; the previous values come back on drop.
-pub(crate) struct TaskFlags {
-    old: u32,
-    flags: u32,
-}
-
-impl TaskFlags {
-    /// Sets `flags` (`PF_*`) on the current task.
-    pub(crate) fn set(flags: u32) -> Self {
-        // SAFETY: The current task changes its own flags.
-        let old = unsafe { rust_loop_task_flags_set(flags) };
-        Self { old, flags }
-    }
-}
-
-impl Drop for TaskFlags {
-    fn drop(&mut self) {
-        // SAFETY: Restores what `set` changed on the same (current) task.
-        unsafe { rust_loop_task_flags_restore(self.old, self.flags) }
-    }
-}
-
-/// A request queue of a disk this driver created.
-///
-/// # Invariants
-///
-/// The queue is valid for as long as a reference to this type exists.
-#[repr(transparent)]
-pub(crate) struct Queue(Opaque<bindings::request_queue>);
-
-impl Queue {
-    /// Borrows a raw queue.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must be valid for `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::request_queue) -> &'a Self {
-        // SAFETY: Transparent wrapper; validity is the caller's guarantee.
-        unsafe { &*ptr.cast() }
-    }
-
-    fn as_raw(&self) -> *mut bindings::request_queue {
-        self.0.get()
-    }
-
-    /// Freezes the queue: waits for every request in flight to end and holds new ones back
-    /// until the returned guard is dropped.
-    pub(crate) fn freeze(&self) -> QueueFreeze<'_> {
-        // SAFETY: The queue is valid; the guard unfreezes it exactly once.
-        unsafe { bindings::blk_mq_freeze_queue_nomemsave(self.as_raw()) };
-        QueueFreeze {
-            queue: self,
-            _noio: TaskFlags::set(bindings::PF_MEMALLOC_NOIO),
-        }
-    }
-
-    /// Updates the queue limits under the queue's limits lock (`queue_limits_start_update` /
-    /// `queue_limits_commit_update`).
-    pub(crate) fn update_limits(&self, f: impl FnOnce(&mut bindings::queue_limits)) -> Result {
-        // SAFETY: The queue is valid. `queue_limits_start_update` is `mutex_lock(&q->limits_lock)`
-        // plus a copy of the limits; `queue_limits_commit_update` releases the lock.
-        unsafe {
-            let q = self.as_raw();
-            bindings::mutex_lock(&raw mut (*q).limits_lock);
-            let mut lim = (*q).limits;
-            f(&mut lim);
-            to_result(bindings::queue_limits_commit_update(q, &mut lim))
-        }
-    }
-
-    /// Updates the queue limits and commits them with the queue frozen, then runs `frozen`
-    /// while it still is (the `queue_limits_start_update`, `blk_mq_freeze_queue`,
-    /// `queue_limits_commit_update` sequence of loop.c).
-    pub(crate) fn update_limits_frozen(
-        &self,
-        f: impl FnOnce(&mut bindings::queue_limits),
-        frozen: impl FnOnce(&QueueFreeze<'_>),
-    ) -> Result {
-        let q = self.as_raw();
-        // SAFETY: The queue is valid; this is `queue_limits_start_update`, whose lock
-        // `queue_limits_commit_update` releases below.
-        let mut lim = unsafe {
-            bindings::mutex_lock(&raw mut (*q).limits_lock);
-            (*q).limits
-        };
-        f(&mut lim);
-        let guard = self.freeze();
-        // SAFETY: The limits lock is held (taken above); commit releases it.
-        let rc = unsafe { bindings::queue_limits_commit_update(q, &mut lim) };
-        frozen(&guard);
-        drop(guard);
-        to_result(rc)
-    }
-
-    /// Whether rq-qos policies (wbt, iolatency, iocost) are attached to the queue.
-    pub(crate) fn has_rq_qos(&self) -> bool {
-        // SAFETY: The queue is valid; the pointer is only compared with null.
-        unsafe { !core::ptr::read_volatile(&raw const (*self.as_raw()).rq_qos).is_null() }
-    }
-
-    /// A copy of the current limits.
-    pub(crate) fn limits(&self) -> bindings::queue_limits {
-        // SAFETY: The queue is valid; reading a snapshot of the limits is what the C helpers do.
-        unsafe { (*self.as_raw()).limits }
-    }
-
-    /// Sets or clears a `QUEUE_FLAG_*`.
-    pub(crate) fn set_flag(&self, flag: u32, on: bool) {
-        // SAFETY: The queue is valid; the flag helpers use atomic bit operations.
-        unsafe {
-            if on {
-                bindings::blk_queue_flag_set(flag, self.as_raw())
-            } else {
-                bindings::blk_queue_flag_clear(flag, self.as_raw())
-            }
-        }
-    }
-}
-
-/// A frozen queue; unfreezes on drop.
-pub(crate) struct QueueFreeze<'a> {
-    queue: &'a Queue,
-    /// `memalloc_noio_save()` for the time of the freeze, as `blk_mq_freeze_queue`.
-    _noio: TaskFlags,
-}
-
-impl Drop for QueueFreeze<'_> {
-    fn drop(&mut self) {
-        // SAFETY: The queue was frozen by `Queue::freeze`, which created this guard.
-        unsafe { bindings::blk_mq_unfreeze_queue_nomemrestore(self.queue.as_raw()) };
-    }
-}
 
 /// The callbacks of a blk-mq disk with full block-device operations.
 ///
@@ -576,17 +52,12 @@ pub(crate) trait DiskOps: Sized + 'static {
     /// An opener went away (called with the disk's `open_mutex` held).
     fn release(data: &Self::Data);
     /// A block device ioctl.
-    fn ioctl(
-        data: &Self::Data,
-        bdev: *mut bindings::block_device,
-        mode: u32,
-        cmd: u32,
-        arg: usize,
-    ) -> Result<i32>;
+    fn ioctl(data: &Self::Data, bdev: &BlockDevice, mode: u32, cmd: u32, arg: usize)
+        -> Result<i32>;
     /// A 32-bit block device ioctl.
     fn compat_ioctl(
         data: &Self::Data,
-        bdev: *mut bindings::block_device,
+        bdev: &BlockDevice,
         mode: u32,
         cmd: u32,
         arg: usize,
@@ -961,6 +432,34 @@ impl<T: DiskOps> Disk<T> {
         unsafe { &*(*q).queuedata.cast::<T::Data>() }
     }
 
+    /// The data of the disk whose device is `dev` (`dev_to_disk(dev)->private_data`).
+    ///
+    /// # Safety
+    ///
+    /// `dev` must be the device of a live disk created by `Disk::<T>::new` and added.
+    pub(super) unsafe fn data_of_device<'a>(dev: *mut bindings::device) -> &'a T::Data {
+        let off = core::mem::offset_of!(bindings::block_device, bd_device);
+        // SAFETY: A disk's device is embedded in its whole-disk `block_device`, whose `bd_disk`
+        // is the disk.
+        unsafe {
+            let bdev = dev.cast::<u8>().sub(off).cast::<bindings::block_device>();
+            Self::data_of_disk((*bdev).bd_disk)
+        }
+    }
+
+    /// Shows the attribute group `group` in the disk's sysfs directory.
+    pub(crate) fn add_group(&self, group: &'static super::AttrGroup<T>) -> Result {
+        // SAFETY: The kobject is the disk's, alive with `self`; the group is static, and its
+        // callbacks are for disks of `T` (type invariant of `AttrGroup<T>`).
+        to_result(unsafe { bindings::sysfs_create_group(self.kobj(), group.as_raw()) })
+    }
+
+    /// Removes a group shown by [`Disk::add_group`] (waits for its running callbacks).
+    pub(crate) fn remove_group(&self, group: &'static super::AttrGroup<T>) {
+        // SAFETY: As in `add_group`; a group that is not there only draws a warning.
+        unsafe { bindings::sysfs_remove_group(self.kobj(), group.as_raw()) }
+    }
+
     /// # Safety
     ///
     /// `disk` must be a disk created by `Disk::<T>::new`.
@@ -984,7 +483,7 @@ impl<T: DiskOps> Disk<T> {
         let rq = unsafe { Request::from_raw((*bd).rq) };
         // SAFETY: The request belongs to one of our queues.
         let data = unsafe { Self::data_of_queue((*rq.as_raw()).q) };
-        T::queue_rq(data, rq).0
+        T::queue_rq(data, rq).as_raw()
     }
 
     /// `blk_mq_ops::complete`.
@@ -1062,29 +561,47 @@ impl<T: DiskOps> Disk<T> {
         cmd: core::ffi::c_uint,
         arg: usize,
     ) -> core::ffi::c_int {
-        // SAFETY: The block layer passes a block device of one of our disks.
-        let data = unsafe { Self::data_of_disk((*bdev).bd_disk) };
-        match T::ioctl(data, bdev, mode, cmd, arg) {
-            Ok(v) => v,
-            Err(e) => e.to_errno(),
-        }
+        // SAFETY: Forwarded from the caller.
+        unsafe { Self::ioctl_with(bdev, |data, bdev| T::ioctl(data, bdev, mode, cmd, arg)) }
     }
 
     /// `block_device_operations::compat_ioctl`.
     ///
     /// # Safety
     ///
-    /// Only the block layer calls this, through [`Self::FOPS`]: `bdev` is an open block device
-    /// whose `bd_disk` was created by `Disk::<T>::new` and added by [`Disk::add`].
+    /// As for [`Self::ioctl_callback`].
     unsafe extern "C" fn compat_ioctl_callback(
         bdev: *mut bindings::block_device,
         mode: bindings::blk_mode_t,
         cmd: core::ffi::c_uint,
         arg: usize,
     ) -> core::ffi::c_int {
-        // SAFETY: The block layer passes a block device of one of our disks.
-        let data = unsafe { Self::data_of_disk((*bdev).bd_disk) };
-        match T::compat_ioctl(data, bdev, mode, cmd, arg) {
+        // SAFETY: Forwarded from the caller.
+        unsafe {
+            Self::ioctl_with(bdev, |data, bdev| {
+                T::compat_ioctl(data, bdev, mode, cmd, arg)
+            })
+        }
+    }
+
+    /// Runs an ioctl handler on the disk's data and the block device; returns its result or
+    /// the negative errno.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::ioctl_callback`].
+    unsafe fn ioctl_with(
+        bdev: *mut bindings::block_device,
+        f: impl FnOnce(&T::Data, &BlockDevice) -> Result<i32>,
+    ) -> core::ffi::c_int {
+        // SAFETY: The block layer passes an open block device of one of our disks.
+        let (data, bdev) = unsafe {
+            (
+                Self::data_of_disk((*bdev).bd_disk),
+                BlockDevice::from_raw(bdev),
+            )
+        };
+        match f(data, bdev) {
             Ok(v) => v,
             Err(e) => e.to_errno(),
         }
@@ -1117,4 +634,13 @@ impl<T: DiskOps> Drop for Disk<T> {
         // An added disk was removed by `remove` before its state could be dropped (the state
         // is only dropped after `free_disk`).
     }
+}
+
+extern "C" {
+    // rust_loop/helpers.c. `struct gendisk *` as `void *`: it contains zero-sized members, not
+    // FFI-safe to Rust.
+    fn rust_loop_disk_part_scan_pending(disk: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_disk_cancel_part_scan(disk: *mut core::ffi::c_void);
+    fn rust_loop_disk_page_cache_dirty(disk: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_disk_parts_digest(disk: *mut core::ffi::c_void) -> u64;
 }

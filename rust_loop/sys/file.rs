@@ -2,16 +2,22 @@
 
 //! [`BackingFile`]: the file or block device behind a loop device, and the I/O done on it.
 
-use crate::blk::SECTOR_SIZE;
+use crate::sys::SECTOR_SIZE;
 use core::ptr::NonNull;
 use kernel::{bindings, prelude::*};
 
-// `include/linux/fs.h`: typed `fmode_t` macros that bindgen does not export.
-const FMODE_WRITE: u32 = 1 << 1;
-const FMODE_CAN_ODIRECT: u32 = 1 << 22;
-const FMODE_NOWAIT: u32 = 1 << 27;
-/// `IOCB_DONTCACHE` (`include/linux/fs.h`: `RWF_DONTCACHE`), likewise.
-const IOCB_DONTCACHE: u32 = 0x80;
+// `include/linux/fs.h`: typed macros that bindgen does not export (each copied value is checked
+// against the C header when the module loads, see rust_loop/layout.rs).
+/// `FMODE_WRITE`: the file is open for writing.
+pub(crate) const FMODE_WRITE: u32 = 1 << 1;
+/// `FMODE_CAN_ODIRECT`: the file supports `O_DIRECT`.
+pub(crate) const FMODE_CAN_ODIRECT: u32 = 1 << 22;
+/// `FMODE_NOWAIT`: the file supports `IOCB_NOWAIT`.
+pub(crate) const FMODE_NOWAIT: u32 = 1 << 27;
+/// `IOCB_NOWAIT` (`RWF_NOWAIT`): fail with `-EAGAIN` rather than block.
+pub(crate) const IOCB_NOWAIT: u32 = 0x8;
+/// `IOCB_DONTCACHE` (`RWF_DONTCACHE`): drop the page cache of the range once done.
+pub(crate) const IOCB_DONTCACHE: u32 = 0x80;
 // `include/uapi/linux/falloc.h`.
 /// Keep the file size when allocating or punching.
 pub(crate) const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
