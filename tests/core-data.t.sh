@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # The buffered data path: reads, writes, flushes, discard and write-zeroes against the backing file.
 
-# fio_verify DEV NAME ENGINE OFFSET SIZE: randrw with crc32c verification over mixed block sizes.
-fio_verify() {
+# verify_job DEV NAME ENGINE OFFSET SIZE: the arguments of one fio job (several run at once)
+# doing randrw with crc32c verification over mixed block sizes.
+verify_job() {
 	local dev=$1 name=$2 engine=$3 off=$4 size=$5
 	echo "--name=$name --filename=$dev --ioengine=$engine --iodepth=8 --direct=1 --rw=randrw" \
 		"--bssplit=4k/40:16k/30:64k/20:256k/10 --offset=$off --size=$size --verify=crc32c" \
@@ -18,8 +19,8 @@ t_data_fio_verify_buffered() {
 	dev=$(attach "$T/img")
 	assert_sys "$dev" loop/dio 0
 	# shellcheck disable=SC2046
-	bounded 240 fio --output="$T/fio.out" $(fio_verify "$dev" aio libaio 0 48M) \
-		$(fio_verify "$dev" sync psync 64M 48M) ||
+	bounded 240 fio --output="$T/fio.out" $(verify_job "$dev" aio libaio 0 48M) \
+		$(verify_job "$dev" sync psync 64M 48M) ||
 		fail "fio failed: $(tail -30 "$T/fio.out")"
 	if grep -iE 'verify: bad|bad magic|crc32c.*(fail|mismatch)' "$T/fio.out"; then
 		fail "fio verify errors"
@@ -41,8 +42,8 @@ t_data_fio_verify_bs4096_offset() {
 	local dev
 	dev=$(attach "$T/img" -b 4096 -o $((1 << 20)))
 	# shellcheck disable=SC2046
-	bounded 240 fio --output="$T/fio.out" $(fio_verify "$dev" aio libaio 0 32M) \
-		$(fio_verify "$dev" sync psync 40M 32M) ||
+	bounded 240 fio --output="$T/fio.out" $(verify_job "$dev" aio libaio 0 32M) \
+		$(verify_job "$dev" sync psync 40M 32M) ||
 		fail "fio failed: $(tail -30 "$T/fio.out")"
 	[ "$(grep -cE 'err= 0' "$T/fio.out")" = 2 ] || fail "fio jobs: $(grep -E 'err=' "$T/fio.out")"
 	blockdev --flushbufs "$dev"

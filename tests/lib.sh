@@ -91,6 +91,18 @@ stat_of() { cat "/sys/block/$(basename "$1")/rust_loop/$2"; }
 # ---------------------------------------------------------------------------------------------
 # Helpers of the core-* tests.
 
+# fio_verify DEV [fio args...]: direct I/O with crc32c verification of everything written
+# (libaio, depth 32; the arguments give the pattern: --rw, --bs/--bssplit, --size, ...); fails
+# on any I/O error or mismatch. The one fio verification helper of the suite.
+fio_verify() {
+	local dev=$1 out
+	shift
+	out=$(fio --output-format=normal --name=verify --filename="$dev" --direct=1 --ioengine=libaio \
+		--iodepth=32 --verify=crc32c --verify_fatal=1 --do_verify=1 "$@" 2>&1) ||
+		fail "fio verify failed on $dev ($*): $(echo "$out" | grep -iE 'err|verify|bad' | head -5)"
+	echo "$out" | grep -qE 'err= *0' || fail "fio reported errors on $dev: $(echo "$out" | grep -E 'err=' | head -3)"
+}
+
 # TEST_DRIVER=loop runs the tests against the C driver (loop.ko) instead of rust_loop, to check
 # that a test asserts loop.c's behaviour. Tests that check a deliberate difference use is_rust.
 TEST_DRIVER=${TEST_DRIVER:-rust_loop}

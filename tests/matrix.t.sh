@@ -11,12 +11,8 @@
 
 # matrix_io DEV: verified random I/O at depth, then psync reads one at a time
 matrix_io() {
-	local dev=$1 out
-	out=$(fio --output-format=normal --name=m --filename="$dev" --direct=1 --ioengine=libaio \
-		--iodepth=16 --rw=randrw --bssplit=4k/50:64k/30:256k/20 --size=32M --verify=crc32c \
-		--verify_fatal=1 --do_verify=1 2>&1) ||
-		fail "fio verify failed on $dev: $(echo "$out" | grep -iE 'err|verify|bad' | head -5)"
-	echo "$out" | grep -qE 'err= *0' || fail "fio reported errors: $(echo "$out" | grep -E 'err=' | head -3)"
+	local dev=$1
+	fio_verify "$dev" --iodepth=16 --rw=randrw --bssplit=4k/50:64k/30:256k/20 --size=32M
 	fio --name=p --filename="$dev" --direct=1 --ioengine=psync --rw=randread --bs=4k --size=32M \
 		--io_size=4M --output=/dev/null || fail "psync reads failed on $dev"
 }
