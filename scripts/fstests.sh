@@ -17,7 +17,17 @@
 #
 #   FSTESTS_DRIVERS   "rust_loop loop"   drivers, one after the other in the same boot
 #   FSTESTS_FS        "xfs ext4"         file systems under test (FSTYP; btrfs works too)
-#   FSTESTS_LIST      "generic/013 generic/113"   fstests tests (names, not groups)
+#   FSTESTS_LIST      "generic/013 generic/113"   fstests tests: names, or group:NAME for every
+#                                        test of an fstests group (generic/ and the file
+#                                        system's own folder, e.g. group:quick)
+#   FSTESTS_RESUME    0                  1: keep results/fstests/ and skip the runs that have a
+#                                        verdict there already (a long list over several calls)
+#   FSTESTS_BUDGET    0                  seconds after which the guest starts no further test
+#                                        (0: no limit); the rest shows as not reached
+#   FSTESTS_BATCH     1                  tests per ./check run: ./check's own set-up (40-50 s
+#                                        under TCG) is paid once per batch; a test whose output
+#                                        does not move for FSTESTS_TIMEOUT counts as hung; the
+#                                        counters are per batch then, not per test
 #   FSTESTS_ITER      1                  ./check runs of each test (up to the first that fails)
 #   FSTESTS_BACKING   xfs                file system of the scratch disk (xfs or ext4)
 #   FSTESTS_BACKING_OPTS ""              its mount options (e.g. lazytime)
@@ -30,7 +40,7 @@
 #   FSTESTS_DEADLINE  (computed)         seconds after which the host kills the VM: by default
 #                                        the boot's limit + every run's limit + a margin
 #
-# Results in results/fstests/ (see README "fstests"). The last line is "N passed, N failed"
+# Results in results/fstests/ (see docs/testing.md "fstests"). The last line is "N passed, N failed"
 # (a test that did not run on a driver, _notrun, is neither); the exit status is non-zero on a
 # failure, a hang, a guest error, or when nothing passed.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -46,6 +56,9 @@ export FSTESTS_DRIVERS FSTESTS_FS FSTESTS_LIST FSTESTS_ITER FSTESTS_TIMEOUT
 [[ "$FSTESTS_ITER" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_ITER must be a positive number"
 [[ "$FSTESTS_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_TIMEOUT must be a number of seconds"
 [[ "${FSTESTS_DEADLINE:-1}" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_DEADLINE must be a number of seconds"
+[[ "${FSTESTS_BUDGET:-0}" =~ ^[0-9]+$ ]] || die "FSTESTS_BUDGET must be a number of seconds"
+[[ "${FSTESTS_BATCH:-1}" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_BATCH must be a positive number"
+case "${FSTESTS_RESUME:-0}" in 0 | 1) ;; *) die "FSTESTS_RESUME must be 0 or 1" ;; esac
 case "${FSTESTS_DIO:-on}" in on | off) ;; *) die "FSTESTS_DIO must be on or off" ;; esac
 for d in $FSTESTS_DRIVERS; do
 	case "$d" in rust_loop | loop) ;; *) die "FSTESTS_DRIVERS: unknown driver '$d' (rust_loop, loop)" ;; esac
@@ -144,31 +157,60 @@ if [[ " $FSTESTS_DRIVERS " == *" rust_loop "* ]]; then
 fi
 
 res=$ROOT/results/fstests
-rm -rf "$res" && mkdir -p "$res"
+if [ "${FSTESTS_RESUME:-0}" = 1 ]; then
+	mkdir -p "$res" && rm -f "$res/table" "$res/summary"
+else
+	rm -rf "$res" && mkdir -p "$res"
+fi
 # The scratch disk (/dev/vda in the guest) holds the backing files; sparse, zeroed for every
 # run, one per checkout so that two checkouts can run at the same time.
 scratch=${SCRATCH_IMG:-$CACHE/fstests-scratch-$(printf %s "$ROOT" | sha256sum | cut -c1-8).img}
 rm -f "$scratch" && truncate -s "${FSTESTS_DISK_SIZE:-12G}" "$scratch"
 trap 'rm -f "$scratch"' EXIT
 
-# Every combination, in the guest's order: what the table lists.
+# expand_list FS: FSTESTS_LIST for file system FS, one test a line, groups expanded from the
+# tests' own `_begin_fstest GROUP...` lines (generic/ and FS's folder, as ./check -g does).
+expand_list() {
+	local fs=$1 item tests=$(dirname "$fst")/src/tests
+	for item in $FSTESTS_LIST; do
+		case "$item" in
+		group:*)
+			grep -lE "^_begin_fstest( .*)? ${item#group:}( |\$)" "$tests"/{generic,"$fs"}/[0-9]* 2>/dev/null |
+				sed "s|^$tests/||" | sort -t/ -k1,1 -k2,2n ;;
+		*) echo "$item" ;;
+		esac
+	done
+}
+# Every combination, in the guest's order: what the table lists. The guest reads each file
+# system's list from list-<fs>; the runs with a verdict already (FSTESTS_RESUME) are skipped.
 planned=()
-for d in $FSTESTS_DRIVERS; do for f in $FSTESTS_FS; do for t in $FSTESTS_LIST; do
+todo=0
+for f in $FSTESTS_FS; do
+	expand_list "$f" >"$res/list-$f"
+	[ -s "$res/list-$f" ] || die "FSTESTS_LIST names no test for $f: $FSTESTS_LIST"
+done
+touch "$res/verdicts.tsv"
+for d in $FSTESTS_DRIVERS; do for f in $FSTESTS_FS; do while read -r t; do
 	planned+=("$t	$f	$d")
-done; done; done
+	awk -F'\t' -v k="$t	$f	$d" '$1 "\t" $2 "\t" $3 == k { f = 1 } END { exit f }' "$res/verdicts.tsv" &&
+		todo=$((todo + 1))
+done <"$res/list-$f"; done; done
+[ "$todo" -gt 0 ] || say "fstests: every planned run has a verdict already (FSTESTS_RESUME)"
 # The VM's own deadline, for a guest that cannot end a hung test or shut down: the boot, each
 # test's limit plus a few minutes of ./check's own set-up and clean-up, each driver/fs pair's
 # mkfs and detach.
 n_pairs=$(($(wc -w <<<"$FSTESTS_DRIVERS") * $(wc -w <<<"$FSTESTS_FS")))
 deadline=${FSTESTS_DEADLINE:-$((${VM_BOOT_TIMEOUT:-300} * ${VM_BOOT_TRIES:-3} +
-	${#planned[@]} * (FSTESTS_TIMEOUT * FSTESTS_ITER + 180) + n_pairs * 180 + 300))}
+	todo * (FSTESTS_TIMEOUT * FSTESTS_ITER + 180) + n_pairs * 180 + 300))}
+[ "${FSTESTS_BUDGET:-0}" = 0 ] || [ -n "${FSTESTS_DEADLINE:-}" ] ||
+	deadline=$((${VM_BOOT_TIMEOUT:-300} * ${VM_BOOT_TRIES:-3} + FSTESTS_BUDGET + FSTESTS_TIMEOUT + n_pairs * 180 + 300))
 
 pass=()
 for v in FSTESTS_DRIVERS FSTESTS_FS FSTESTS_LIST FSTESTS_ITER FSTESTS_TIMEOUT FSTESTS_BACKING FSTESTS_BACKING_OPTS \
-	FSTESTS_DIO FSTESTS_SYSRQ_T FSTESTS_FILE_SIZE; do
+	FSTESTS_DIO FSTESTS_SYSRQ_T FSTESTS_FILE_SIZE FSTESTS_BUDGET FSTESTS_BATCH; do
 	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
 done
-say "fstests: ${#planned[@]} runs (drivers: $FSTESTS_DRIVERS; fs: $FSTESTS_FS; tests: $FSTESTS_LIST; x$FSTESTS_ITER)," \
+say "fstests: ${#planned[@]} runs, $todo to do (drivers: $FSTESTS_DRIVERS; fs: $FSTESTS_FS; tests: $FSTESTS_LIST; x$FSTESTS_ITER)," \
 	"${FSTESTS_TIMEOUT}s limit per ./check, VM deadline ${deadline}s"
 status=0
 # -k: vm.sh kills the guest (its EXIT trap) when timeout's TERM reaches it.
@@ -190,13 +232,15 @@ touch "$res/verdicts.tsv"
 		nowait_ok worker eagain note
 	for p in "${planned[@]}"; do
 		line=$(awk -F'\t' -v k="$p" '$1 "\t" $2 "\t" $3 == k' "$res/verdicts.tsv" | tail -1)
-		[ -n "$line" ] || line="$p	notrun	-	-	-	-	not reached (an earlier hang, a guest error or the VM deadline)"
+		[ -n "$line" ] || line="$p	notrun	-	-	-	-	not reached (an earlier hang, a guest error, the VM deadline or FSTESTS_BUDGET)"
 		IFS=$'\t' read -r t f d v s nc ws ea note <<<"$line"
 		printf '%-16s %-6s %-10s %-7s %6s %10s %10s %8s  %s\n' "$t" "$f" "$d" "$v" "$s" "$nc" "$ws" "$ea" "$note"
 	done
 } >"$res/table"
 passed=$(awk '$4 == "pass"' "$res/table" | wc -l)
 failed=$(awk '$4 == "fail"' "$res/table" | wc -l)
+notrun=$(awk '$4 == "notrun" && $5 != "-"' "$res/table" | wc -l)
+unreached=$(awk '$4 == "notrun" && $5 == "-"' "$res/table" | wc -l)
 cat "$res/table"
 echo "(nowait_ok, worker, eagain: rust_loop's nowait_completions, worker_submissions and nowait_eagain" \
 	"during the test, TEST_DEV + SCRATCH_DEV; results and evidence in results/fstests/)"
@@ -205,5 +249,7 @@ if [ "$status" != 0 ] && [ "$failed" = 0 ]; then
 elif [ "$passed" = 0 ] && [ "$failed" = 0 ]; then
 	echo "nothing passed: no test ran (see the notes above)"
 fi
+[ "$notrun" = 0 ] && [ "$unreached" = 0 ] ||
+	echo "$notrun not run (fstests' _notrun: the test does not apply), $unreached not reached"
 echo "$passed passed, $failed failed" | tee "$res/summary"
 [ "$status" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]

@@ -35,6 +35,8 @@ BACKING=${FSTESTS_BACKING:-xfs}
 BACKING_OPTS=${FSTESTS_BACKING_OPTS:-}
 DIO=${FSTESTS_DIO:-on}
 LIMIT=${FSTESTS_TIMEOUT:-900}
+BUDGET=${FSTESTS_BUDGET:-0}
+BATCH=${FSTESTS_BATCH:-1}
 FILE_SIZE=${FSTESTS_FILE_SIZE:-3G}
 DISK=${SCRATCH_DEV:-/dev/vda}
 SRC=${FSTESTS_SRC:?FSTESTS_SRC: the built fstests tree, as a tar (scripts/fstests.sh sets it)}
@@ -300,6 +302,109 @@ run_test() {
 	log "$drv/$fs: $t: $verdict (${secs}s)${note:+: $note}"
 }
 
+# batch_verdict T LINE: the verdict and note of test T from its line in ./check's output
+# ("T 3s ...  4s" or "T  4s" passed, "T [not run] why", "T - output mismatch ...",
+# "T [failed, ...]", "T _check_dmesg: ..."); fails while T has no line or is still running
+# (its name alone).
+batch_verdict() {
+	local t=$1 line=$2 rest
+	rest=$(echo "${line#"$t"}" | sed 's/^ *//; s/ *$//')
+	[ -n "$line" ] && [ -n "$rest" ] || return 1
+	case "$rest" in
+	*"[not run]"* | *"[expunged]"*) verdict=notrun note=$(echo "$rest" | sed 's/^\[[a-z ]*\] *//' | cut -c1-100) ;;
+	*"output mismatch"* | *"[failed"* | *_check_*) verdict=fail note=$(echo "$rest" | cut -c1-100) ;;
+	*[0-9]s) verdict=pass note="" ;;
+	*) return 1 ;;
+	esac
+}
+
+# record_batch_verdict DRIVER FS DIR T: appends T's verdict line (set by batch_verdict).
+record_batch_verdict() {
+	local drv=$1 fs=$2 dir=$3 t=$4 line secs f
+	line=$(grep -E "^$t( |\$)" "$dir/check.out" | tail -1)
+	secs=$(echo "$line" | grep -oE '[0-9]+s$' | tr -d s)
+	if [ "$verdict" = fail ]; then
+		for f in out.bad dmesg full; do cp "$FST/results/$t.$f" "$dir/" 2>/dev/null; done
+	fi
+	printf '%s\t%s\t%s\t%s\t%s\t-\t-\t-\t%s\n' "$t" "$fs" "$drv" "$verdict" "${secs:--}" \
+		"${note:-}" >>"$RES/verdicts.tsv"
+	log "$drv/$fs: $t: $verdict${note:+: $note}"
+}
+
+# run_batch DRIVER FS TEST_DEV SCRATCH_DEV TEST...: one ./check of several tests, which pays
+# ./check's own set-up (a scratch mkfs, mounts: 40-50 s under TCG) once for all of them. Each
+# verdict is recorded as soon as ./check prints it (a VM killed at its deadline keeps them). A
+# test whose output has not moved for FSTESTS_TIMEOUT seconds counts as hung (dump, kill;
+# verdict fail) and the caller runs the rest in a new batch. The counters cover the batch (in
+# its directory, not per test). Sets `left` to the tests not reached.
+run_batch() {
+	local drv=$1 fs=$2 tdev=$3 sdev=$4
+	shift 4
+	local dir=$RES/$drv-$fs/batch-$(date +%s) pid start last size s t line splat tests=("$@")
+	local done_n=0 hung=0
+	mkdir -p "$dir"
+	rm -rf "$FST/results"
+	dmesg -C
+	printf '%s\n' "$@" >"$dir/tests"
+	counters "$dir/counters.before" "$tdev" "$sdev"
+	log "$drv/$fs: ./check of $# tests ($1 .. ${!#})"
+	(cd "$FST" && exec setsid ./check "$@" >"$dir/check.out" 2>&1 </dev/null) &
+	pid=$!
+	start=$(date +%s) last=$start size=0
+	# report_done: records the verdicts printed since the last call, in the batch's order (a
+	# test's line is complete once the next test has started or the run has ended).
+	report_done() {
+		while [ "$done_n" -lt ${#tests[@]} ]; do
+			t=${tests[$done_n]}
+			line=$(grep -E "^$t( |\$)" "$dir/check.out" | tail -1)
+			batch_verdict "$t" "$line" || return 0
+			record_batch_verdict "$drv" "$fs" "$dir" "$t"
+			done_n=$((done_n + 1))
+		done
+	}
+	while kill -0 "$pid" 2>/dev/null; do
+		s=$(stat -c %s "$dir/check.out" 2>/dev/null || echo 0)
+		if [ "$s" != "$size" ]; then
+			size=$s last=$(date +%s)
+			report_done
+			[ "$done_n" -ge ${#tests[@]} ] ||
+				echo "${tests[$done_n]}	$fs	$drv	$(date +%s)" >"$RES/current"
+		fi
+		if [ $(($(date +%s) - last)) -ge "$LIMIT" ]; then
+			hung=1
+			log "$drv/$fs: ${tests[$done_n]:-the batch} shows no progress for ${LIMIT}s: dumping state to $dir/hang"
+			dump_hang "$dir/hang"
+			if ! stop_check "$pid"; then
+				bounded 20 ps -eo pid,ppid,stat,wchan:32,args >"$dir/hang/ps-after-kill.txt" 2>&1
+				wedged=1
+			fi
+			break
+		fi
+		sleep 1
+	done
+	[ "$hung" = 1 ] || wait "$pid"
+	dmesg >"$dir/dmesg"
+	counters "$dir/counters.after" "$tdev" "$sdev"
+	cp "$FST/results/check.log" "$dir/" 2>/dev/null
+	report_done
+	if [ "$hung" = 1 ] && [ "$done_n" -lt ${#tests[@]} ]; then
+		verdict=fail note="no progress for ${LIMIT}s (hung? dumps in results/fstests/${dir#"$RES"/}/hang)"
+		[ "$wedged" = 0 ] || note="$note; tasks left in D state after kill"
+		record_batch_verdict "$drv" "$fs" "$dir" "${tests[$done_n]}"
+		done_n=$((done_n + 1))
+	fi
+	left=("${tests[@]:$done_n}")
+	rm -f "$RES/current"
+	# fstests checks each test's kernel log itself (_check_dmesg); what it does not look for
+	# (hung-task reports) fails the batch as a whole.
+	splat=$(grep -E "$SPLAT" "$dir/dmesg" | head -1)
+	if [ -n "$splat" ]; then
+		printf '%s\t%s\t%s\tfail\t%s\t-\t-\t-\tkernel log: %s\n' "batch:$1" "$fs" "$drv" \
+			"$(($(date +%s) - start))" "$(echo "$splat" | cut -c1-80)" >>"$RES/verdicts.tsv"
+	fi
+	log "$drv/$fs: batch done in $(($(date +%s) - start))s; nowait_completions +$(delta "$dir/counters.before" "$dir/counters.after" nowait_completions), worker_submissions +$(delta "$dir/counters.before" "$dir/counters.after" worker_submissions)"
+}
+
 # mkfs_dev FS DEV: the file system under test (fstests expects TEST_DEV made already).
 mkfs_dev() {
 	case "$1" in
@@ -324,11 +429,18 @@ teardown() {
 	return $ok
 }
 
+# fs_list FS: the tests for file system FS: the host's expansion of FSTESTS_LIST (list-FS, groups
+# expanded), or FSTESTS_LIST itself.
+fs_list() {
+	if [ -f "$RES/list-$1" ]; then cat "$RES/list-$1"; else echo $LIST; fi
+}
+
+started=$(date +%s)
 for drv in $DRIVERS; do
 	[ $wedged = 0 ] || break
 	if ! load_driver "$drv"; then
 		log "error: loading $drv failed"
-		for fs in $FSLIST; do for t in $LIST; do
+		for fs in $FSLIST; do for t in $(fs_list "$fs"); do
 			printf '%s\t%s\t%s\tfail\t0\t-\t-\t-\tloading the driver failed\n' "$t" "$fs" "$drv" >>"$RES/verdicts.tsv"
 		done; done
 		continue
@@ -344,7 +456,7 @@ for drv in $DRIVERS; do
 			udevadm settle -t 10 2>/dev/null
 		if [ -z "$sdev" ] || ! mkfs_dev "$fs" "$tdev"; then
 			log "error: $drv/$fs: attaching the backing files or mkfs.$fs failed"
-			for t in $LIST; do
+			for t in $(fs_list "$fs"); do
 				printf '%s\t%s\t%s\tfail\t0\t-\t-\t-\tlosetup or mkfs.%s failed\n' "$t" "$fs" "$drv" "$fs" >>"$RES/verdicts.tsv"
 			done
 			teardown "$tdev" "$sdev" || wedged=1
@@ -359,9 +471,28 @@ for drv in $DRIVERS; do
 			export SCRATCH_DEV=$sdev
 			export SCRATCH_MNT=$W/scratch
 		EOF
-		for t in $LIST; do
-			run_test "$drv" "$fs" "$t" "$tdev" "$sdev"
-			[ $wedged = 0 ] || break
+		# The runs without a verdict yet (the host's FSTESTS_RESUME keeps earlier ones); one awk
+		# for the list (a fork costs tens of ms under TCG).
+		touch "$RES/verdicts.tsv"
+		mapfile -t todo < <(fs_list "$fs" | tr ' ' '\n' | awk -F'\t' -v fs="$fs" -v drv="$drv" \
+			'FNR == NR { if ($2 == fs && $3 == drv) done[$1] = 1; next } NF && !($1 in done)' \
+			"$RES/verdicts.tsv" -)
+		while [ ${#todo[@]} -gt 0 ] && [ $wedged = 0 ]; do
+			if [ "$BUDGET" != 0 ] && [ $(($(date +%s) - started)) -ge "$BUDGET" ]; then
+				log "$drv/$fs: FSTESTS_BUDGET (${BUDGET}s) spent: no further test"
+				break
+			fi
+			if [ "$BATCH" -le 1 ] || [ "$ITER" != 1 ]; then
+				run_test "$drv" "$fs" "${todo[0]}" "$tdev" "$sdev"
+				todo=("${todo[@]:1}")
+				continue
+			fi
+			run_batch "$drv" "$fs" "$tdev" "$sdev" "${todo[@]:0:$BATCH}"
+			if [ ${#left[@]} = "$(printf '%s\n' "${todo[@]:0:$BATCH}" | wc -l)" ]; then
+				log "$drv/$fs: the batch reached no test (see its check.out): stopping this file system"
+				break
+			fi
+			todo=("${left[@]}" "${todo[@]:$BATCH}")
 		done
 		[ $wedged = 1 ] || teardown "$tdev" "$sdev" || {
 			log "error: $drv/$fs: the loop devices cannot be detached"
