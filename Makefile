@@ -9,7 +9,7 @@
 #   make perfcheck       short instruction-counted bench; fails if rust_loop costs more than loop.c
 #   make lifecycle       device create/bind/read/unbind/remove rates and idle cost, both drivers
 #   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/profile.sh)
-#   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (README "fstests")
+#   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (docs/testing.md "fstests")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
 #   make fmt | fmtcheck | clippy | clean
 
