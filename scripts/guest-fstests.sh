@@ -474,9 +474,10 @@ for drv in $DRIVERS; do
 		# The runs without a verdict yet (the host's FSTESTS_RESUME keeps earlier ones); one awk
 		# for the list (a fork costs tens of ms under TCG).
 		touch "$RES/verdicts.tsv"
-		mapfile -t todo < <(fs_list "$fs" | tr ' ' '\n' | awk -F'\t' -v fs="$fs" -v drv="$drv" \
-			'FNR == NR { if ($2 == fs && $3 == drv) done[$1] = 1; next } NF && !($1 in done)' \
-			"$RES/verdicts.tsv" -)
+		mapfile -t todo < <(fs_list "$fs" | tr ' ' '\n' | awk -v fs="$fs" -v drv="$drv" \
+			-v v="$RES/verdicts.tsv" 'BEGIN { while ((getline l < v) > 0) {
+				split(l, f, "\t"); if (f[2] == fs && f[3] == drv) done[f[1]] = 1 } }
+			NF && !($1 in done)')
 		while [ ${#todo[@]} -gt 0 ] && [ $wedged = 0 ]; do
 			if [ "$BUDGET" != 0 ] && [ $(($(date +%s) - started)) -ge "$BUDGET" ]; then
 				log "$drv/$fs: FSTESTS_BUDGET (${BUDGET}s) spent: no further test"
