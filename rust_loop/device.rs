@@ -169,7 +169,7 @@ pub(crate) struct HwQueue {
     /// Requests started on this hardware queue.
     pub(crate) requests: AtomicU64,
     /// The pattern of the requests in flight here, for the submission policy.
-    pub(crate) load: LoadTracker,
+    load: LoadTracker,
 }
 
 impl HwQueue {

@@ -215,6 +215,17 @@ stop_check() {
 }
 
 wedged=0
+# kill_hung DIR PID: a ./check that stopped moving: the state to DIR/hang, then the kill. Fails
+# (and marks the machine wedged) when tasks stay behind in D state.
+kill_hung() {
+	local dir=$1 pid=$2
+	dump_hang "$dir/hang"
+	stop_check "$pid" && return 0
+	bounded 20 ps -eo pid,ppid,stat,wchan:32,args >"$dir/hang/ps-after-kill.txt" 2>&1
+	wedged=1
+	return 1
+}
+
 # run_check DRIVER/FS TEST DIR: one ./check of TEST with its evidence in DIR; sets verdict and
 # note.
 run_check() {
@@ -231,14 +242,9 @@ run_check() {
 	while kill -0 "$pid" 2>/dev/null; do
 		if [ $(($(date +%s) - start)) -ge "$LIMIT" ]; then
 			log "$what: $t has not finished after ${LIMIT}s: dumping state to $dir/hang"
-			dump_hang "$dir/hang"
 			rc=124
 			note="timed out after ${LIMIT}s (hung? dumps in results/fstests/${dir#"$RES"/}/hang)"
-			if ! stop_check "$pid"; then
-				bounded 20 ps -eo pid,ppid,stat,wchan:32,args >"$dir/hang/ps-after-kill.txt" 2>&1
-				note="$note; tasks left in D state after kill"
-				wedged=1
-			fi
+			kill_hung "$dir" "$pid" || note="$note; tasks left in D state after kill"
 			break
 		fi
 		sleep 1
@@ -373,11 +379,7 @@ run_batch() {
 		if [ $(($(date +%s) - last)) -ge "$LIMIT" ]; then
 			hung=1
 			log "$drv/$fs: ${tests[$done_n]:-the batch} shows no progress for ${LIMIT}s: dumping state to $dir/hang"
-			dump_hang "$dir/hang"
-			if ! stop_check "$pid"; then
-				bounded 20 ps -eo pid,ppid,stat,wchan:32,args >"$dir/hang/ps-after-kill.txt" 2>&1
-				wedged=1
-			fi
+			kill_hung "$dir" "$pid"
 			break
 		fi
 		sleep 1

@@ -4,10 +4,8 @@
 //!
 //! C header: [`include/linux/blkdev.h`](srctree/include/linux/blkdev.h).
 
-use kernel::{bindings, error::to_result, prelude::*, types::Opaque};
-
-/// `BLK_OPEN_EXCL`: the opener holds the device exclusively.
 use super::BLK_OPEN_EXCL;
+use kernel::{bindings, error::to_result, prelude::*, types::Opaque};
 
 /// An open block device.
 ///

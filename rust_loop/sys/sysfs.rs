@@ -74,23 +74,12 @@ unsafe impl<T: DiskOps> Sync for DiskAttr<T> {}
 impl<T: DiskOps> DiskAttr<T> {
     /// A read-only (0444) file `name`.
     pub(crate) const fn ro(name: &'static CStr, show: ShowFn<T::Data>) -> Self {
-        Self::ro_tagged(name, 0, show)
+        Self::new(name, 0, show, None)
     }
 
     /// A read-only file whose `show` gets `tag` (one `show` for a table of values).
     pub(crate) const fn ro_tagged(name: &'static CStr, tag: usize, show: ShowFn<T::Data>) -> Self {
-        // SAFETY: All-zero is a valid `device_attribute`.
-        let mut a: bindings::device_attribute = unsafe { core::mem::zeroed() };
-        a.attr.name = as_char_ptr_in_const_context(name);
-        a.attr.mode = 0o444;
-        a.__bindgen_anon_1.show = Some(Self::show_callback);
-        // INVARIANT: `raw` comes first (`repr(C)`) and has our callback.
-        Self {
-            raw: UnsafeCell::new(a),
-            tag,
-            show,
-            store: None,
-        }
+        Self::new(name, tag, show, None)
     }
 
     /// A writable (0644) file `name`.
@@ -99,16 +88,30 @@ impl<T: DiskOps> DiskAttr<T> {
         show: ShowFn<T::Data>,
         store: StoreFn<T::Data>,
     ) -> Self {
-        let Self { raw, tag, show, .. } = Self::ro(name, show);
-        let mut a = raw.into_inner();
-        a.attr.mode = 0o644;
-        a.__bindgen_anon_2.store = Some(Self::store_callback);
-        // INVARIANT: as in `ro_tagged`, now with the store callback too.
+        Self::new(name, 0, show, Some(store))
+    }
+
+    const fn new(
+        name: &'static CStr,
+        tag: usize,
+        show: ShowFn<T::Data>,
+        store: Option<StoreFn<T::Data>>,
+    ) -> Self {
+        // SAFETY: All-zero is a valid `device_attribute`.
+        let mut a: bindings::device_attribute = unsafe { core::mem::zeroed() };
+        a.attr.name = as_char_ptr_in_const_context(name);
+        a.attr.mode = 0o444;
+        a.__bindgen_anon_1.show = Some(Self::show_callback);
+        if store.is_some() {
+            a.attr.mode = 0o644;
+            a.__bindgen_anon_2.store = Some(Self::store_callback);
+        }
+        // INVARIANT: `raw` comes first (`repr(C)`) and has our callbacks.
         Self {
             raw: UnsafeCell::new(a),
             tag,
             show,
-            store: Some(store),
+            store,
         }
     }
 
