@@ -15,7 +15,8 @@
 # rust_loop_mq2 (2 hardware queues, every workload), the five cells of issue 14, 2 rounds x 2 s,
 # 512 MiB files, no page-cache test; quick: 2 rounds x 1 s, 256 MiB. BENCH_GATE=F makes the report
 # fail (exit 1) when rust_loop's overhead per I/O over the raw file exceeds F x the C loop's in a
-# cell (beyond a noise floor of 1 % of the C loop's instructions per I/O); BENCH_GATE_EXEMPT lists
+# cell (beyond a noise floor: 1 % of the C loop's instructions per I/O, or the cell's spread over
+# rounds when larger); BENCH_GATE_EXEMPT lists
 # MODE/WORKLOAD cells that are reported but not gated (make perfcheck: the known gap, see
 # BENCHMARKS.md).
 #

@@ -5,25 +5,29 @@
 #
 # A synthetic bench.json with "clock": "icount" (IOPS = 1e9 / instructions per I/O). Checks: the
 # cost table gives instructions per I/O and overheads over the raw file; --gate passes when
-# rust_loop's overhead is within the factor (or within the 1 % noise floor) and exits 3, naming
+# rust_loop's overhead is within the factor (or within the noise floor: 1 % of the C
+# loop's instructions per I/O, or the cell's spread over rounds when larger) and exits 3, naming
 # the cell, when it is not; a run without --gate never fails on cost.
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
-# make_json FILE RUST_INSNS: raw 10000, C loop 14000 (overhead 4000), rust_loop RUST_INSNS and
-# rust_loop 2 hwq 12000 instructions per I/O in one dio cell
+# make_json FILE RUST_INSNS [ROUND2_RUST ROUND2_LOOP]: raw 10000, C loop 14000 (overhead 4000),
+# rust_loop RUST_INSNS and rust_loop 2 hwq 12000 instructions per I/O in one dio cell; with the
+# last two, a second round where rust_loop and the C loop take those (raw and 2 hwq the same)
 make_json() {
-	"$py" - "$1" "$2" <<'PY'
+	"$py" - "$@" <<'PY'
 import json, sys
 path, rust = sys.argv[1], float(sys.argv[2])
+rounds = [{"raw": 10000, "loop": 14000, "rust_loop": rust, "rust_loop_mq2": 12000}]
+if len(sys.argv) > 3:
+    rounds.append(dict(rounds[0], rust_loop=float(sys.argv[3]), loop=float(sys.argv[4])))
 meta = {"date": "2026-12-01T00:00:00+00:00", "kernel": "test", "cpus": 2, "cpu_model": "test",
         "mem_total_kib": 4 << 20, "accel": "TCG", "clock": "icount", "fio": "fio-3.33",
-        "rounds": 1, "runtime_s": 1, "file_mib": 256, "pagecache_read_mib": 0,
+        "rounds": len(rounds), "runtime_s": 1, "file_mib": 256, "pagecache_read_mib": 0,
         "drivers": ["raw", "loop", "rust_loop", "rust_loop_mq2"], "backings": ["nullb"],
         "modes": ["dio"], "workloads": ["randread-4k-qd32"]}
-samples = [{"round": 1, "driver": d, "backing": "nullb", "mode": "dio",
+samples = [{"round": i + 1, "driver": d, "backing": "nullb", "mode": "dio",
             "workload": "randread-4k-qd32", "iops": 1e9 / insns}
-           for d, insns in (("raw", 10000), ("loop", 14000), ("rust_loop", rust),
-                            ("rust_loop_mq2", 12000))]
+           for i, r in enumerate(rounds) for d, insns in r.items()]
 json.dump({"meta": meta, "notes": [], "samples": samples, "pagecache": [], "errors": []},
           open(path, "w"))
 PY
@@ -48,6 +52,23 @@ out=$("$py" scripts/bench-report.py "$tmp/bad.json" --gate 1.05 2>&1) || rc=$?
 [ $rc = 3 ] || fail "overhead 5000 vs 4000 passed the 1.05 gate (rc=$rc)"
 grep -q 'perfcheck FAIL: nullb/dio/randread-4k-qd32 rust_loop: overhead 5,000 vs C loop 4,000' <<<"$out" ||
 	fail "the failure does not name the cell: $(tail -3 <<<"$out")"
+# Two rounds. Rounds that agree (rust_loop 14900, C loop 14000: 700 over 1.05 x) keep the 1 %
+# floor: failed. Rounds 1,400 apart for rust_loop and 700 for the C loop (a noisy cell) raise the
+# floor to the mean spread, 1,050: 300 over passes, 1,800 over fails, the floor named.
+make_json "$tmp/quiet2.json" 14900 14900 14000
+rc=0
+"$py" scripts/bench-report.py "$tmp/quiet2.json" --gate 1.05 >/dev/null 2>&1 || rc=$?
+[ $rc = 3 ] || fail "two agreeing rounds 700 over the gate passed it (rc=$rc)"
+make_json "$tmp/noisy2.json" 14200 15600 14700
+rc=0
+out=$("$py" scripts/bench-report.py "$tmp/noisy2.json" --gate 1.05 2>&1) || rc=$?
+[ $rc = 0 ] || fail "an excess within the rounds' spread failed the gate (rc=$rc): $(tail -3 <<<"$out")"
+make_json "$tmp/noisy2bad.json" 15700 17100 14700
+rc=0
+out=$("$py" scripts/bench-report.py "$tmp/noisy2bad.json" --gate 1.05 2>&1) || rc=$?
+[ $rc = 3 ] || fail "an excess beyond the rounds' spread passed the gate (rc=$rc)"
+grep -qE 'overhead 6,3[0-9]{2} vs C loop 4,3[0-9]{2} instructions/I/O \(over 1.05 x by 1,8[0-9]{2}, noise floor 1,050\)' <<<"$out" ||
+	fail "the failure does not give the excess and floor: $(grep 'perfcheck FAIL' <<<"$out")"
 # An exempt cell over the gate is reported, not failed; another cell is still gated.
 rc=0
 out=$("$py" scripts/bench-report.py "$tmp/bad.json" --gate 1.05 --gate-exempt dio/randread-4k-qd32 2>&1) || rc=$?
