@@ -6,7 +6,7 @@
 
 use crate::{
     cgroup_workers::CgroupWorkers,
-    cmd::LoopCmd,
+    cmd::{LoopCmd, LoopRq},
     dispatch::{LoadTracker, QueueLoad, WriteSteering},
     stats::DevStats,
     sys::{
@@ -108,7 +108,7 @@ impl IoState {
     /// position in the file and its length. Always so unless the device's block size or
     /// offset is below that alignment (see [`LoopDevice::can_use_dio`]). The memory of its
     /// segments meets the file's alignment through the queue's `dma_alignment`.
-    pub(crate) fn dio_aligned(&self, rq: &crate::sys::Request) -> bool {
+    pub(crate) fn dio_aligned(&self, rq: &Request<LoopDisk>) -> bool {
         (rq.pos().wrapping_add(self.offset) | u64::from(rq.bytes())) & self.dio_mask == 0
     }
 }
@@ -174,7 +174,7 @@ pub(crate) struct HwQueue {
 
 impl HwQueue {
     /// Counts a request started on this hardware queue and tells how it should run
-    /// ([`LoadTracker::request_started`]); `LoopCmd::end` calls [`HwQueue::request_ended`].
+    /// ([`LoadTracker::request_started`]); `cmd::end` calls [`HwQueue::request_ended`].
     pub(crate) fn request_started(&self, max_depth: u32) -> QueueLoad {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.load.request_started(max_depth)
@@ -438,7 +438,7 @@ impl LoopDevice {
     }
 
     /// The hardware queue `rq` was dispatched on (present while the device is bound).
-    pub(crate) fn hw_queue_of(&self, rq: &Request) -> Option<&HwQueue> {
+    pub(crate) fn hw_queue_of(&self, rq: &Request<LoopDisk>) -> Option<&HwQueue> {
         // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
         unsafe { self.hw_queues.get(rq.hw_queue()) }
     }
@@ -1314,27 +1314,30 @@ impl DiskOps for LoopDisk {
         unsafe { LoopCmd::init(pdu) }
     }
 
-    fn queue_rq(dev: &LoopDevice, rq: &Request) -> BlkStatus {
+    fn queue_rq(dev: &LoopDevice, rq: LoopRq) {
         rq.start();
         if dev.state() != State::Bound {
-            return BlkStatus::IOERR;
+            rq.end(BlkStatus::IOERR);
+            return;
         }
-        let load = dev.hw_queue_of(rq).map_or(QueueLoad::default(), |q| {
+        let load = dev.hw_queue_of(&rq).map_or(QueueLoad::default(), |q| {
             q.request_started(dev.nowait_max_depth())
         });
-        let cmd = LoopCmd::of(rq);
-        if let Some(io) = dev.io_backing() {
-            if crate::dispatch::nowait_allowed(dev, io, rq, load) && cmd.try_nowait(dev, io, rq) {
-                return BlkStatus::OK;
+        let rq = match dev.io_backing() {
+            Some(io) if crate::dispatch::nowait_allowed(dev, io, &rq, load) => {
+                match crate::cmd::try_nowait(dev, io, rq) {
+                    Ok(()) => return,
+                    Err(rq) => rq,
+                }
             }
-        }
+            _ => rq,
+        };
         // `BLK_MQ_F_BLOCKING`: `queue_rq` may sleep.
-        cmd.queue_to_worker(dev, rq, true);
-        BlkStatus::OK
+        crate::cmd::queue_to_worker(dev, rq, true);
     }
 
-    fn complete(dev: &LoopDevice, rq: &Request) {
-        LoopCmd::end(dev, rq)
+    fn complete(dev: &LoopDevice, rq: LoopRq) {
+        crate::cmd::end(dev, rq)
     }
 
     fn open(dev: &LoopDevice, _mode: u32) -> Result {

@@ -33,11 +33,11 @@
 //! 11. a backing super block without its direct-I/O completion workqueue yet (the worker's
 //!     first submission creates it; lockdep on the debug kernel).
 //!
-//! The submission itself (`LoopCmd::try_nowait`) adds the last two guards: `PF_MEMALLOC_NOIO`
+//! The submission itself (`cmd::try_nowait`) adds the last two guards: `PF_MEMALLOC_NOIO`
 //! and the task's deferred-bio list taken for its duration (`nowait_undeferred`).
 
 use crate::{
-    device::{IoState, LoopDevice},
+    device::{IoState, LoopDevice, LoopDisk},
     sys::{now_ns, ReqOp, Request},
 };
 use core::sync::atomic::{AtomicI64, AtomicU32, AtomicUsize, Ordering};
@@ -113,7 +113,7 @@ impl LoadTracker {
     }
 
     /// Counts a request started by the current task and tells how it should run;
-    /// `LoopCmd::end` calls [`LoadTracker::request_ended`] for it.
+    /// `cmd::end` calls [`LoadTracker::request_ended`] for it.
     pub(crate) fn request_started(&self, max_depth: u32) -> QueueLoad {
         let depth = self.inflight.fetch_add(1, Ordering::Relaxed);
         let shared_deep = max_depth == 0 || depth >= max_depth.max(SHARED_QUEUE_DEPTH);
@@ -163,7 +163,7 @@ impl LoadTracker {
 pub(crate) fn nowait_allowed(
     dev: &LoopDevice,
     io: &IoState,
-    rq: &Request,
+    rq: &Request<LoopDisk>,
     load: QueueLoad,
 ) -> bool {
     if !io.direct_io || !io.nowait {

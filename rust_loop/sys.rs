@@ -15,6 +15,10 @@ mod clock;
 mod disk;
 #[path = "sys/file.rs"]
 mod file;
+#[path = "sys/iov.rs"]
+mod iov;
+#[path = "sys/kiocb.rs"]
+mod kiocb;
 #[path = "sys/misc.rs"]
 mod misc;
 #[path = "sys/module.rs"]
@@ -35,6 +39,8 @@ pub(crate) use cgroup::*;
 pub(crate) use clock::*;
 pub(crate) use disk::*;
 pub(crate) use file::*;
+pub(crate) use iov::*;
+pub(crate) use kiocb::*;
 pub(crate) use misc::*;
 pub(crate) use module::*;
 pub(crate) use queue::*;

@@ -12,7 +12,7 @@
 //!
 //! C header: [`include/linux/blk-cgroup.h`](srctree/include/linux/blk-cgroup.h).
 
-use super::Request;
+use super::{DiskOps, Request};
 use core::{ffi::c_void, ptr::null_mut};
 
 /// A `struct cgroup_subsys_state *`, opaque here (passed as `void *`: the C structures involved
@@ -33,7 +33,7 @@ extern "C" {
 /// Whether I/O submitted by the current task is charged to the same blkcg as `rq`'s issuer
 /// (then `queue_rq` may submit the request itself; otherwise the worker must, inside
 /// [`IoCgroups::enter`]).
-pub(crate) fn issued_here(rq: &Request) -> bool {
+pub(crate) fn issued_here<T: DiskOps>(rq: &Request<T>) -> bool {
     // SAFETY: The request is in flight; the helper reads its first bio and the current task's
     // cgroup under RCU.
     unsafe { rust_loop_rq_issued_here(rq.as_raw().cast()) }
@@ -57,7 +57,7 @@ unsafe impl Send for IoCgroups {}
 impl IoCgroups {
     /// The cgroups of the request's issuer (its first bio); none for the root blkcg, which the
     /// workers are charged to already.
-    pub(crate) fn of(rq: &Request) -> Self {
+    pub(crate) fn of<T: DiskOps>(rq: &Request<T>) -> Self {
         let mut blkcg = null_mut();
         let mut memcg = null_mut();
         // SAFETY: The request is in flight (type invariant of `Request`); the helper only reads

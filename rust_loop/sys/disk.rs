@@ -20,7 +20,7 @@ use kernel::{
     types::Opaque,
 };
 
-use super::{BlkStatus, BlockDevice, Queue, Request};
+use super::{BlkStatus, BlockDevice, OwnedRequest, Queue, Request};
 
 /// `blk_mode_t` bits (`include/linux/blkdev.h`).
 pub(crate) const BLK_OPEN_WRITE: u32 = 1 << 1;
@@ -43,10 +43,11 @@ pub(crate) trait DiskOps: Sized + 'static {
     ///
     /// `pdu` points to uninitialised memory of `size_of::<Self::Pdu>()` bytes.
     unsafe fn init_pdu(pdu: *mut Self::Pdu);
-    /// Starts a request.
-    fn queue_rq(data: &Self::Data, rq: &Request) -> BlkStatus;
-    /// Completes a request after [`Request::complete`].
-    fn complete(data: &Self::Data, rq: &Request);
+    /// Starts a request: the driver owns it until it ends it (a failed one too, with
+    /// [`OwnedRequest::end`]).
+    fn queue_rq(data: &Self::Data, rq: OwnedRequest<Self>);
+    /// Completes a request after [`OwnedRequest::complete`]: the driver owns it again.
+    fn complete(data: &Self::Data, rq: OwnedRequest<Self>);
     /// A new opener.
     fn open(data: &Self::Data, mode: u32) -> Result;
     /// An opener went away (called with the disk's `open_mutex` held).
@@ -424,12 +425,16 @@ impl<T: DiskOps> Disk<T> {
 
     // -- callbacks --
 
+    /// The data of the disk that `rq` belongs to (its queue's `queuedata`).
+    ///
     /// # Safety
     ///
-    /// `q` must be a queue of a disk created by `Disk::<T>::new`.
-    unsafe fn data_of_queue<'a>(q: *mut bindings::request_queue) -> &'a T::Data {
-        // SAFETY: `queuedata` was set to an `Arc<T::Data>` pointer that the disk keeps alive.
-        unsafe { &*(*q).queuedata.cast::<T::Data>() }
+    /// The returned reference must not be used once the request has ended and the disk may
+    /// be gone (a request in flight holds the queue, which holds the data).
+    pub(super) unsafe fn data_of_request<'a>(rq: &Request<T>) -> &'a T::Data {
+        // SAFETY: A `Request<T>` belongs to the queue of a `Disk<T>` (type invariant), whose
+        // `queuedata` is an `Arc<T::Data>` pointer that the disk keeps alive.
+        unsafe { &*(*(*rq.as_raw()).q).queuedata.cast::<T::Data>() }
     }
 
     /// The data of the disk whose device is `dev` (`dev_to_disk(dev)->private_data`).
@@ -479,11 +484,13 @@ impl<T: DiskOps> Disk<T> {
         _hctx: *mut bindings::blk_mq_hw_ctx,
         bd: *const bindings::blk_mq_queue_data,
     ) -> bindings::blk_status_t {
-        // SAFETY: blk-mq hands us a valid request that we own until we end it.
-        let rq = unsafe { Request::from_raw((*bd).rq) };
-        // SAFETY: The request belongs to one of our queues.
-        let data = unsafe { Self::data_of_queue((*rq.as_raw()).q) };
-        T::queue_rq(data, rq).as_raw()
+        // SAFETY: blk-mq hands us a valid request of our queue that we own until we end it.
+        let rq = unsafe { OwnedRequest::<T>::from_raw(NonNull::new_unchecked((*bd).rq)) };
+        // SAFETY: The request belongs to one of our queues and is in flight during the call.
+        let data = unsafe { Self::data_of_request(&rq) };
+        T::queue_rq(data, rq);
+        // The driver owns the request now; a failure ends it with its status.
+        BlkStatus::OK.as_raw()
     }
 
     /// `blk_mq_ops::complete`.
@@ -491,13 +498,13 @@ impl<T: DiskOps> Disk<T> {
     /// # Safety
     ///
     /// Only blk-mq calls this, through [`Self::MQ_OPS`]: `rq` is a request of the queue of a disk
-    /// created by `Disk::<T>::new`, completed with [`Request::complete`] and still owned by the
+    /// created by `Disk::<T>::new`, completed with [`OwnedRequest::complete`] and still owned by the
     /// driver until it ends it.
     unsafe extern "C" fn complete_callback(rq: *mut bindings::request) {
-        // SAFETY: blk-mq passes a request of ours that is being completed.
-        let rq = unsafe { Request::from_raw(rq) };
-        // SAFETY: The request belongs to one of our queues.
-        let data = unsafe { Self::data_of_queue((*rq.as_raw()).q) };
+        // SAFETY: blk-mq passes a request of ours that is being completed, ours until we end it.
+        let rq = unsafe { OwnedRequest::<T>::from_raw(NonNull::new_unchecked(rq)) };
+        // SAFETY: The request belongs to one of our queues and is in flight during the call.
+        let data = unsafe { Self::data_of_request(&rq) };
         T::complete(data, rq)
     }
 

@@ -2,7 +2,7 @@
 
 //! [`BackingFile`]: the file or block device behind a loop device, and the I/O done on it.
 
-use crate::sys::SECTOR_SIZE;
+use crate::sys::{IovIter, SECTOR_SIZE};
 use core::ptr::NonNull;
 use kernel::{bindings, prelude::*};
 
@@ -57,7 +57,7 @@ extern "C" {
 ///
 /// `iocb` must hold protection from [`BackingFile::start_write`] or
 /// [`BackingFile::start_write_trylock`], and its file must still be open.
-pub(crate) unsafe fn kiocb_end_write(iocb: *mut bindings::kiocb) {
+pub(super) unsafe fn kiocb_end_write(iocb: *mut bindings::kiocb) {
     // SAFETY: Forwarded from the caller.
     unsafe { rust_loop_kiocb_end_write(iocb.cast()) }
 }
@@ -454,7 +454,7 @@ impl BackingFile {
     pub(crate) fn rw_sync(
         &self,
         dir: Dir,
-        iter: &mut bindings::iov_iter,
+        iter: &mut IovIter<'_>,
         pos: u64,
         ioprio: u16,
         dontcache: bool,
@@ -470,9 +470,11 @@ impl BackingFile {
         if dir == Dir::Write {
             self.start_write(&mut iocb);
         }
-        let ret = self.rw_kiocb(dir, &mut iocb, iter);
+        // SAFETY: `iocb` is synchronous: the call returns only when done with `iter`.
+        let ret = unsafe { self.rw_kiocb(dir, &mut iocb, iter) };
         if dir == Dir::Write {
-            self.end_write(&mut iocb);
+            // SAFETY: Protection was taken on `iocb`, whose file is this open one.
+            unsafe { kiocb_end_write(&mut iocb) };
         }
         ret
     }
@@ -480,41 +482,39 @@ impl BackingFile {
     /// Submits `iocb` (prepared for this file) with `read_iter`/`write_iter`; returns the bytes
     /// transferred, `-EIOCBQUEUED` when `ki_complete` will report the result, or a negative
     /// errno.
-    pub(crate) fn rw_kiocb(
+    ///
+    /// # Safety
+    ///
+    /// `iocb` must be valid and target this file; the pages of `iter` (and, for an
+    /// asynchronous kiocb, its segment table) must stay alive until the kiocb completes.
+    pub(super) unsafe fn rw_kiocb(
         &self,
         dir: Dir,
-        iocb: &mut bindings::kiocb,
-        iter: &mut bindings::iov_iter,
+        iocb: *mut bindings::kiocb,
+        iter: &mut IovIter<'_>,
     ) -> isize {
         let op = match dir {
             Dir::Read => self.f_op().read_iter,
             Dir::Write => self.f_op().write_iter,
         };
         match op {
-            // SAFETY: The file is open; `iocb` targets it and `iter` describes pages that stay
-            // alive until the kiocb completes.
-            Some(f) => unsafe { f(iocb, iter) },
+            // SAFETY: The file is open; the rest is guaranteed by the caller.
+            Some(f) => unsafe { f(iocb, iter.as_raw()) },
             None => -(bindings::EINVAL as isize),
         }
     }
 
-    /// Takes freeze protection of the file's filesystem for an asynchronous write
-    /// (`kiocb_start_write`); may sleep while the filesystem is frozen.
-    pub(crate) fn start_write(&self, iocb: &mut bindings::kiocb) {
+    /// Takes freeze protection of the file's filesystem for a write (`kiocb_start_write`);
+    /// may sleep while the filesystem is frozen.
+    pub(super) fn start_write(&self, iocb: &mut bindings::kiocb) {
         // SAFETY: `iocb.ki_filp` is this open file.
         unsafe { rust_loop_kiocb_start_write(core::ptr::from_mut(iocb).cast()) }
     }
 
     /// As [`Self::start_write`] but fails instead of sleeping.
-    pub(crate) fn start_write_trylock(&self, iocb: &mut bindings::kiocb) -> bool {
+    pub(super) fn start_write_trylock(&self, iocb: &mut bindings::kiocb) -> bool {
         // SAFETY: `iocb.ki_filp` is this open file.
         unsafe { rust_loop_kiocb_start_write_trylock(core::ptr::from_mut(iocb).cast()) }
-    }
-
-    /// Drops freeze protection taken by [`Self::start_write`] (`kiocb_end_write`).
-    pub(crate) fn end_write(&self, iocb: &mut bindings::kiocb) {
-        // SAFETY: Protection was taken on `iocb`.
-        unsafe { kiocb_end_write(iocb) }
     }
 
     /// `vfs_fsync`.

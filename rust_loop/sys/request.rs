@@ -5,7 +5,8 @@
 //!
 //! C header: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h).
 
-use core::{marker::PhantomData, ptr::NonNull};
+use super::{Dir, DiskOps, IovIter};
+use core::{marker::PhantomData, ops::Deref, ptr::NonNull};
 use kernel::{bindings, types::Opaque};
 
 /// Bytes per sector, the unit of request positions.
@@ -53,26 +54,18 @@ pub(crate) enum ReqOp {
     Other,
 }
 
-/// A request handed to the driver by blk-mq.
+/// A request of a disk of `T` (a [`DiskOps`] implementation), borrowed from the
+/// [`OwnedRequest`] that the driver holds for it.
 ///
 /// # Invariants
 ///
-/// The wrapped `struct request` is valid and owned by the driver (started, not yet ended) for as
-/// long as a reference to this type exists.
+/// The wrapped `struct request` belongs to the queue of a [`super::Disk<T>`] (its PDU is an
+/// initialised `T::Pdu`) and is owned by the driver (started, not yet ended) for as long as a
+/// reference to this type exists.
 #[repr(transparent)]
-pub(crate) struct Request(Opaque<bindings::request>);
+pub(crate) struct Request<T: DiskOps>(Opaque<bindings::request>, PhantomData<T>);
 
-impl Request {
-    /// Borrows a raw request.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must point to a request that the driver owns for `'a`.
-    pub(crate) unsafe fn from_raw<'a>(ptr: *mut bindings::request) -> &'a Self {
-        // SAFETY: `Request` is a transparent wrapper; the caller guarantees validity for `'a`.
-        unsafe { &*ptr.cast() }
-    }
-
+impl<T: DiskOps> Request<T> {
     /// The raw `struct request`.
     pub(crate) fn as_raw(&self) -> *mut bindings::request {
         self.0.get()
@@ -143,10 +136,61 @@ impl Request {
         unsafe { rust_loop_rq_hw_queue(self.as_raw().cast()) }
     }
 
-    /// The per-command data of the request.
-    pub(crate) fn pdu<T>(&self) -> *mut T {
+    /// The request's PDU.
+    fn pdu_ptr(&self) -> *mut T::Pdu {
         // SAFETY: By the type invariant the request is valid; the PDU follows it in memory.
         unsafe { bindings::blk_mq_rq_to_pdu(self.as_raw()).cast() }
+    }
+}
+
+/// A request that the driver owns: handed to it by `queue_rq`, or back to it by the `complete`
+/// callback, a worker ([`super::RequestWork`]) or the end of a direct I/O
+/// ([`super::RequestAio`]). Ending it, or handing it on, consumes it: nothing can touch a
+/// request the driver gave away. Only the owner reaches the PDU, mutably.
+///
+/// # Invariants
+///
+/// `ptr` is a request of the queue of a [`super::Disk<T>`] (its PDU an initialised
+/// `T::Pdu`), owned by the driver (started, not yet ended), and this is the only
+/// `OwnedRequest` for it: nothing else accesses its PDU while it exists.
+#[must_use = "a request must be ended or handed on"]
+pub(crate) struct OwnedRequest<T: DiskOps> {
+    ptr: NonNull<bindings::request>,
+    _disk: PhantomData<T>,
+}
+
+impl<T: DiskOps> OwnedRequest<T> {
+    /// Takes ownership of a raw request.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be a request of the queue of a `Disk<T>`, owned by the driver, and the
+    /// caller gives up every other access to it and its PDU while the value exists.
+    pub(super) unsafe fn from_raw(ptr: NonNull<bindings::request>) -> Self {
+        // INVARIANT: guaranteed by the caller.
+        Self {
+            ptr,
+            _disk: PhantomData,
+        }
+    }
+
+    /// Gives up the value, not the request: the caller keeps the ownership it stood for (in
+    /// a work item or kiocb that [`OwnedRequest::from_raw`] takes it back from).
+    pub(super) fn into_raw(self) -> NonNull<bindings::request> {
+        self.ptr
+    }
+
+    /// The request's per-command data.
+    pub(crate) fn pdu(&self) -> &T::Pdu {
+        // SAFETY: The PDU is initialised and only the owner accesses it (type invariant).
+        unsafe { &*self.pdu_ptr() }
+    }
+
+    /// The request's per-command data, mutably: the owner is its only user.
+    pub(crate) fn pdu_mut(&mut self) -> &mut T::Pdu {
+        // SAFETY: The PDU is initialised and only the owner accesses it (type invariant);
+        // `&mut self` makes this the only reference.
+        unsafe { &mut *self.pdu_ptr() }
     }
 
     /// Marks the request as started (`blk_mq_start_request`).
@@ -157,42 +201,67 @@ impl Request {
 
     /// Hands the request to the `complete` callback through `blk_mq_complete_request`,
     /// possibly later or on another CPU (for a single hardware queue: the BLOCK softirq, which
-    /// from task context means a ksoftirqd wakeup). The request must not be touched by the
-    /// caller afterwards.
-    pub(crate) fn complete(&self) {
-        // SAFETY: By the type invariant the request is valid and owned by the driver.
+    /// from task context means a ksoftirqd wakeup).
+    pub(crate) fn complete(self) {
+        // SAFETY: By the type invariant the request is valid and owned by the driver, which
+        // gives it up here (`self` is consumed) until `complete` hands it back.
         unsafe { bindings::blk_mq_complete_request(self.as_raw()) }
     }
 
-    /// Whether [`Request::complete_here`] may be called now: in task context, with at least
-    /// [`COMPLETE_HERE_MIN_STACK`] bytes of kernel stack left for the completion (the `end_io`
-    /// chain of the request's bios).
+    /// Whether [`OwnedRequest::complete_here`] may be called now: in task context, with at
+    /// least [`COMPLETE_HERE_MIN_STACK`] bytes of kernel stack left for the completion (the
+    /// `end_io` chain of the request's bios).
     pub(crate) fn may_complete_here() -> bool {
         // SAFETY: Reads the current context and stack position.
         unsafe { rust_loop_may_complete_here(COMPLETE_HERE_MIN_STACK as core::ffi::c_ulong) }
     }
 
     /// Runs the `complete` callback before returning (`blk_mq_complete_request_direct`). Only
-    /// when [`Request::may_complete_here`] said so, and with no lock held that the callback
-    /// or the bios' `end_io` take. The request must not be touched by the caller afterwards.
-    pub(crate) fn complete_here(&self) {
-        // SAFETY: By the type invariant the request is valid and owned by the driver; the
-        // callback is the queue's own.
+    /// when [`OwnedRequest::may_complete_here`] said so, and with no lock held that the
+    /// callback or the bios' `end_io` take.
+    pub(crate) fn complete_here(self) {
+        // SAFETY: By the type invariant the request is valid and owned by the driver, which
+        // gives it up (`self` is consumed) to the queue's own `complete` callback.
         unsafe { rust_loop_complete_request_direct(self.as_raw().cast()) }
     }
 
-    /// Ends the request with `status`.
-    pub(crate) fn end(&self, status: BlkStatus) {
-        // SAFETY: By the type invariant the request is valid and owned by the driver; ending it
-        // gives it back to blk-mq and the caller does not use it afterwards.
+    /// Ends the request with `status`, giving it back to blk-mq.
+    pub(crate) fn end(self, status: BlkStatus) {
+        // SAFETY: By the type invariant the request is valid and owned by the driver; `self`
+        // is consumed, so nothing uses it afterwards.
         unsafe { bindings::blk_mq_end_request(self.as_raw(), status.0) }
+    }
+
+    /// Zeroes the request's data from byte `skip` to its end (what a short read left).
+    pub(crate) fn zero_data_from(&mut self, mut skip: usize) {
+        for bio in self.bios() {
+            let size = bio.size() as usize;
+            if skip >= size {
+                skip -= size;
+                continue;
+            }
+            let mut iter = IovIter::over_bio(bio, Dir::Read);
+            iter.advance(skip);
+            iter.zero(size - skip);
+            skip = 0;
+        }
+    }
+}
+
+impl<T: DiskOps> Deref for OwnedRequest<T> {
+    type Target = Request<T>;
+
+    fn deref(&self) -> &Request<T> {
+        // SAFETY: `Request` is a transparent wrapper of the request, which is valid and owned
+        // while `self` exists (type invariant) and belongs to a `Disk<T>`.
+        unsafe { &*self.ptr.as_ptr().cast() }
     }
 }
 
 /// Iterator over the bios of a request.
 pub(crate) struct Bios<'a> {
     next: *mut bindings::bio,
-    _rq: PhantomData<&'a Request>,
+    _rq: PhantomData<&'a bindings::request>,
 }
 
 impl<'a> Iterator for Bios<'a> {
@@ -213,7 +282,7 @@ impl<'a> Iterator for Bios<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct Bio<'a> {
     ptr: NonNull<bindings::bio>,
-    _rq: PhantomData<&'a Request>,
+    _rq: PhantomData<&'a bindings::request>,
 }
 
 impl<'a> Bio<'a> {
@@ -245,7 +314,7 @@ impl<'a> Bio<'a> {
 
     /// The bio's bvec table starting at its current position, with the offset into the first
     /// entry: what `iov_iter_bvec` needs to walk the bio in place.
-    pub(crate) fn bvec_table(&self) -> (*const bindings::bio_vec, usize) {
+    pub(super) fn bvec_table(&self) -> (*const bindings::bio_vec, usize) {
         let it = self.iter();
         // SAFETY: `bi_idx` indexes the bio's own bvec table.
         let first = unsafe { (*self.as_raw()).bi_io_vec.add(it.bi_idx as usize) };
@@ -287,7 +356,7 @@ impl Iterator for BvecIter<'_> {
     }
 }
 
-/// Kernel stack bytes that must be left for [`Request::complete_here`] to run the completion
+/// Kernel stack bytes that must be left for [`OwnedRequest::complete_here`] to run the completion
 /// (the request's bios' `end_io` chain) on the current stack rather than from the BLOCK
 /// softirq.
 pub(crate) const COMPLETE_HERE_MIN_STACK: usize = 4096;

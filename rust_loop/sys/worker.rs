@@ -5,6 +5,7 @@
 //!
 //! C header: [`include/linux/kthread.h`](srctree/include/linux/kthread.h).
 
+use super::{Disk, DiskOps, OwnedRequest};
 use core::ptr::NonNull;
 use kernel::{bindings, error::from_err_ptr, prelude::*, types::Opaque};
 
@@ -42,21 +43,86 @@ impl KthreadWorker {
         })
     }
 
-    /// Queues `work`; it runs on this worker's thread. Returns false if it was already queued.
+    /// Hands `rq` to a worker thread, which runs [`RequestWork::run`] for it: on the worker
+    /// that `pick` finds in the request's PDU, else on `default`. The worker that `pick`
+    /// returns must stay alive while the request is queued (a claim in the PDU, dropped by
+    /// `run`, does that).
     ///
-    /// An item may be queued on a different worker each time (the device's workers change with
-    /// its hardware queues), but it must not be queued anywhere else at the same time.
-    pub(crate) fn queue(&self, work: &KthreadWork) -> bool {
-        let raw = work.0.get();
+    /// A request may be queued on a different worker each time (a device's workers change
+    /// with its hardware queues), never on two at once: this consumes its ownership.
+    pub(crate) fn queue_request<T: RequestWork>(
+        rq: OwnedRequest<T>,
+        default: &KthreadWorker,
+        pick: impl for<'a> FnOnce(&'a T::Pdu) -> Option<&'a KthreadWorker>,
+    ) {
+        let worker = pick(rq.pdu()).unwrap_or(default).ptr;
+        let raw = rq.into_raw();
+        // SAFETY: `raw` is a request of a `Disk<T>`, whose PDU holds a `KthreadWork` at
+        // `T::WORK_OFFSET` (the contract of `RequestWork`).
+        let work = unsafe { pdu_of(raw).cast::<u8>().add(T::WORK_OFFSET) }
+            .cast::<bindings::kthread_work>();
         // A finished item keeps pointing at the worker that ran it, which `kthread_queue_work`
         // insists be this one, and which may have been destroyed since: forget it. Only the
         // queueing, flush and cancel functions read the field, and this item is never flushed
-        // or cancelled while queued elsewhere.
-        // SAFETY: The item is not queued (see above), so no worker lock covers the field.
-        unsafe { (*raw).worker = core::ptr::null_mut() };
-        // SAFETY: The worker is running (type invariant); `work` was initialised.
-        unsafe { bindings::kthread_queue_work(self.ptr.as_ptr(), raw) }
+        // or cancelled.
+        // SAFETY: The item is not queued (we own the request), so no worker lock covers it.
+        unsafe { (*work).worker = core::ptr::null_mut() };
+        // SAFETY: `worker` is running: `default` is borrowed, and the one `pick` returned is
+        // kept alive by the request's PDU, which `run` releases only after the item started;
+        // a worker is destroyed only after a flush, which takes the lock this call releases
+        // last. The item was set up for `T` by `KthreadWork::init_request`; the worker's
+        // function takes the request's ownership back.
+        unsafe { bindings::kthread_queue_work(worker.as_ptr(), work) };
     }
+}
+
+/// A disk whose requests run on [`KthreadWorker`]s: each request's PDU embeds a
+/// [`KthreadWork`], set up by [`KthreadWork::init_request`].
+///
+/// # Safety
+///
+/// Every `Self::Pdu` must hold, `WORK_OFFSET` bytes from its start, a [`KthreadWork`]
+/// initialised by `KthreadWork::init_request::<Self>` when the PDU was.
+pub(crate) unsafe trait RequestWork: DiskOps {
+    /// Offset of the [`KthreadWork`] in `Self::Pdu`.
+    const WORK_OFFSET: usize;
+
+    /// Runs a request queued by [`KthreadWorker::queue_request`], on the worker's thread.
+    fn run(data: &Self::Data, rq: OwnedRequest<Self>);
+}
+
+/// The PDU of a request.
+///
+/// # Safety
+///
+/// `rq` must be a valid request.
+unsafe fn pdu_of(rq: NonNull<bindings::request>) -> *mut core::ffi::c_void {
+    // SAFETY: Guaranteed by the caller; the PDU follows the request.
+    unsafe { bindings::blk_mq_rq_to_pdu(rq.as_ptr()) }
+}
+
+/// The `kthread_work` function of the requests of a disk of `T`.
+///
+/// # Safety
+///
+/// Only a worker calls this, for an item set up by `KthreadWork::init_request::<T>` and
+/// queued by [`KthreadWorker::queue_request`], which gave up the request's ownership to it.
+unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthread_work) {
+    // SAFETY: `work` is `T::WORK_OFFSET` bytes into the PDU of a request of a `Disk<T>`
+    // (`RequestWork`'s contract); the PDU follows its request.
+    let rq = unsafe {
+        let pdu = work
+            .cast::<u8>()
+            .sub(T::WORK_OFFSET)
+            .cast::<core::ffi::c_void>();
+        NonNull::new_unchecked(bindings::blk_mq_rq_from_pdu(pdu))
+    };
+    // SAFETY: `queue_request` handed the ownership of the request to this item.
+    let rq = unsafe { OwnedRequest::<T>::from_raw(rq) };
+    // SAFETY: The request belongs to the queue of a `Disk<T>`, whose data outlives its
+    // requests in flight.
+    let data = unsafe { Disk::<T>::data_of_request(&rq) };
+    T::run(data, rq)
 }
 
 impl Drop for KthreadWorker {
@@ -67,20 +133,19 @@ impl Drop for KthreadWorker {
     }
 }
 
-/// A `struct kthread_work`, embedded in a larger structure (here: the command PDU).
+/// A `struct kthread_work`, embedded in a request's PDU ([`RequestWork`]).
 #[repr(transparent)]
 pub(crate) struct KthreadWork(Opaque<bindings::kthread_work>);
 
 impl KthreadWork {
-    /// Initialises the work item in place to run `func` (`kthread_init_work`).
+    /// Initialises the work item of a request's PDU in place (`kthread_init_work`), to run
+    /// [`RequestWork::run`] for `T`.
     ///
     /// # Safety
     ///
-    /// `slot` must be valid for writes and must not be queued.
-    pub(crate) unsafe fn init(
-        slot: *mut Self,
-        func: unsafe extern "C" fn(*mut bindings::kthread_work),
-    ) {
+    /// `slot` must be valid for writes, `T::WORK_OFFSET` bytes into the PDU of a request of a
+    /// `Disk<T>` being initialised, and not queued.
+    pub(crate) unsafe fn init_request<T: RequestWork>(slot: *mut Self) {
         let work = slot.cast::<bindings::kthread_work>();
         // SAFETY: `kthread_init_work`: zero the item, make its list node empty, set `func`.
         unsafe {
@@ -88,7 +153,7 @@ impl KthreadWork {
             let node = &raw mut (*work).node;
             (*node).next = node;
             (*node).prev = node;
-            (*work).func = Some(func);
+            (*work).func = Some(request_work_fn::<T>);
         }
     }
 }
