@@ -91,7 +91,7 @@ unsafe impl RequestWork for LoopDisk {
         dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
         dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
         let is_write = rq.op() == ReqOp::Write;
-        let Some(io) = dev.io_backing() else {
+        let Some(io) = dev.io_backing(&rq) else {
             if is_write {
                 dev.steering.taken();
             }
@@ -242,14 +242,17 @@ fn fail(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
 /// `blk_mq_complete_request`. The counters are updated first: once the request completes,
 /// the device may go away (its last request is what a teardown waits for).
 fn finish(dev: &LoopDevice, rq: LoopRq) {
-    if LoopRq::may_complete_here() {
-        dev.stats.completions_here.fetch_add(1, Ordering::Relaxed);
-        rq.complete_here();
-    } else {
-        dev.stats
-            .completions_deferred
-            .fetch_add(1, Ordering::Relaxed);
-        rq.complete();
+    match LoopRq::may_complete_here() {
+        Some(here) => {
+            dev.stats.completions_here.fetch_add(1, Ordering::Relaxed);
+            rq.complete_here(here);
+        }
+        None => {
+            dev.stats
+                .completions_deferred
+                .fetch_add(1, Ordering::Relaxed);
+            rq.complete();
+        }
     }
 }
 

@@ -587,9 +587,15 @@ impl LoopDevice {
         self.backing.lock().clone()
     }
 
-    /// The data path's state.
-    pub(crate) fn io_backing(&self) -> Option<&IoState> {
-        // SAFETY: Only called by commands in flight (the worker and queue_rq).
+    /// The data path's state, for `rq`, a request of this device in flight (lent by its
+    /// owner) that `queue_rq` found the device bound for; `None` when unbound, or should `rq`
+    /// be another device's. The state stays valid while `rq` is in flight.
+    pub(crate) fn io_backing(&self, rq: &Request<LoopDisk>) -> Option<&IoState> {
+        if !self.disk.owns(rq) {
+            return None;
+        }
+        // SAFETY: A request of this device is in flight (`rq`, checked above): the cell is not
+        // written until it ends (`IoCell`'s invariant).
         unsafe { self.io.get() }
     }
 
@@ -1323,7 +1329,7 @@ impl DiskOps for LoopDisk {
         let load = dev.hw_queue_of(&rq).map_or(QueueLoad::default(), |q| {
             q.request_started(dev.nowait_max_depth())
         });
-        let rq = match dev.io_backing() {
+        let rq = match dev.io_backing(&rq) {
             Some(io) if crate::dispatch::nowait_allowed(dev, io, &rq, load) => {
                 match crate::cmd::try_nowait(dev, io, rq) {
                     Ok(()) => return,

@@ -280,6 +280,13 @@ impl<T: DiskOps> Disk<T> {
         self.disk.as_ptr()
     }
 
+    /// Whether `rq` is a request of this disk's queue.
+    pub(crate) fn owns(&self, rq: &Request<T>) -> bool {
+        // SAFETY: The gendisk is valid (type invariant) and so is the request (its type
+        // invariant); both `queue` fields are set for their lifetime.
+        unsafe { (*rq.as_raw()).q == (*self.as_raw()).queue }
+    }
+
     /// The disk's request queue.
     pub(crate) fn queue(&self) -> &Queue {
         // SAFETY: The queue lives as long as the gendisk.

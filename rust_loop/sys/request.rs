@@ -208,20 +208,22 @@ impl<T: DiskOps> OwnedRequest<T> {
         unsafe { bindings::blk_mq_complete_request(self.as_raw()) }
     }
 
-    /// Whether [`OwnedRequest::complete_here`] may be called now: in task context, with at
-    /// least [`COMPLETE_HERE_MIN_STACK`] bytes of kernel stack left for the completion (the
-    /// `end_io` chain of the request's bios).
-    pub(crate) fn may_complete_here() -> bool {
+    /// Whether [`OwnedRequest::complete_here`] may run now: in task context, with at least
+    /// [`COMPLETE_HERE_MIN_STACK`] bytes of kernel stack left for the completion (the `end_io`
+    /// chain of the request's bios). The proof it returns is for this context, at once.
+    pub(crate) fn may_complete_here() -> Option<CompleteHere> {
         // SAFETY: Reads the current context and stack position.
         unsafe { rust_loop_may_complete_here(COMPLETE_HERE_MIN_STACK as core::ffi::c_ulong) }
+            .then_some(CompleteHere(PhantomData))
     }
 
-    /// Runs the `complete` callback before returning (`blk_mq_complete_request_direct`). Only
-    /// when [`OwnedRequest::may_complete_here`] said so, and with no lock held that the
-    /// callback or the bios' `end_io` take.
-    pub(crate) fn complete_here(self) {
+    /// Runs the `complete` callback before returning (`blk_mq_complete_request_direct`), where
+    /// [`OwnedRequest::may_complete_here`] allowed it, with no lock held that the callback or
+    /// the bios' `end_io` take.
+    pub(crate) fn complete_here(self, _here: CompleteHere) {
         // SAFETY: By the type invariant the request is valid and owned by the driver, which
-        // gives it up (`self` is consumed) to the queue's own `complete` callback.
+        // gives it up (`self` is consumed) to the queue's own `complete` callback; the context
+        // can run it (`_here`).
         unsafe { rust_loop_complete_request_direct(self.as_raw().cast()) }
     }
 
@@ -247,6 +249,10 @@ impl<T: DiskOps> OwnedRequest<T> {
         }
     }
 }
+
+/// Proof that the current context may run a request's completion on its own stack (see
+/// [`OwnedRequest::may_complete_here`]); it cannot leave the thread.
+pub(crate) struct CompleteHere(PhantomData<*mut ()>);
 
 impl<T: DiskOps> Deref for OwnedRequest<T> {
     type Target = Request<T>;
