@@ -529,7 +529,7 @@ impl<T: DiskOps> Disk<T> {
         _numa_node: core::ffi::c_int,
     ) -> core::ffi::c_int {
         // SAFETY: `rq` is a new request; its PDU is `cmd_size` bytes of uninitialised memory.
-        unsafe { T::init_pdu(bindings::blk_mq_rq_to_pdu(rq).cast()) };
+        unsafe { T::init_pdu(super::request::pdu_of(rq).cast()) };
         0
     }
 

@@ -6,7 +6,9 @@
 //! C header: [`include/linux/fs.h`](srctree/include/linux/fs.h).
 
 use super::{
-    file::kiocb_end_write, BackingFile, Dir, Disk, DiskOps, IovIter, OwnedRequest, IOCB_NOWAIT,
+    file::kiocb_end_write,
+    request::{pdu_of, request_of_pdu},
+    BackingFile, Dir, Disk, DiskOps, IovIter, OwnedRequest, IOCB_NOWAIT,
 };
 use core::{
     cell::UnsafeCell,
@@ -80,12 +82,7 @@ impl RequestKiocb {
     unsafe fn of<T: RequestAio>(rq: NonNull<bindings::request>) -> *const Self {
         // SAFETY: The PDU follows the request and holds the kiocb at `T::KIOCB_OFFSET`
         // (`RequestAio`'s contract).
-        unsafe {
-            bindings::blk_mq_rq_to_pdu(rq.as_ptr())
-                .cast::<u8>()
-                .add(T::KIOCB_OFFSET)
-                .cast()
-        }
+        unsafe { pdu_of(rq.as_ptr()).cast::<u8>().add(T::KIOCB_OFFSET).cast() }
     }
 
     /// Releases what a submission held: its segment table and its freeze protection.
@@ -108,7 +105,7 @@ impl RequestKiocb {
 
 /// Outcome of preparing a submission.
 enum Prepared<T: DiskOps> {
-    /// Ready: the kiocb is set up over `iter`.
+    /// Ready: the kiocb is set up.
     Ready(OwnedRequest<T>),
     /// Refused (`IOCB_NOWAIT` only): nothing is held; the caller may try again blocking.
     Refused(OwnedRequest<T>),
@@ -155,29 +152,43 @@ impl BackingFile {
             // SAFETY: `rq` is a valid request of a `Disk<T>`.
             unsafe { RequestKiocb::of::<T>(raw) }
         };
-        let (raw, mut iter) = match self.prepare(rq, k, dir, pos, nowait) {
-            (Prepared::Ready(rq), Some(iter)) => {
-                let raw = rq.into_raw();
-                // INVARIANT: two references, the submitter's and `ki_complete`'s; the request's
-                // ownership is theirs until the last one is dropped.
-                // SAFETY: Owned (no submission in flight).
-                unsafe { (*k).refs.store(2, Ordering::Relaxed) };
-                (raw, iter)
-            }
-            (Prepared::Ready(rq), None) | (Prepared::Refused(rq), _) => {
+        let rq = match self.prepare(rq, k, dir, pos, nowait) {
+            Prepared::Ready(rq) => rq,
+            Prepared::Refused(rq) => {
                 // SAFETY: Nothing was submitted: the owner releases what was taken.
                 unsafe { RequestKiocb::release(k) };
                 return Err(rq);
             }
-            (Prepared::Failed(rq, ret), _) => {
+            Prepared::Failed(rq, ret) => {
                 // SAFETY: As above.
-                unsafe { RequestKiocb::release(k) };
-                // SAFETY: The request belongs to a `Disk<T>` and is in flight for this call.
-                let data = unsafe { Disk::<T>::data_of_request(&rq) };
-                T::aio_done(data, rq, ret);
+                unsafe { fail_unsubmitted(k, rq, ret) };
                 return Ok(());
             }
         };
+        // The iterator over the request's pages, built here rather than in `prepare` so that
+        // it is never moved (an `iov_iter` moved through an `Option` costs a `memcpy`).
+        // SAFETY: Owned (no submission in flight).
+        let mut iter = match unsafe { &*(*k).bvecs.get() } {
+            // SAFETY: A merged request's table stays in `bvecs`, its heap buffer unmoved, until
+            // the submission is released; its pages are the request's.
+            Some(table) => unsafe {
+                IovIter::from_raw_parts(table.as_ptr(), table.len(), rq.bytes() as usize, dir)
+            },
+            None => match rq.bios().next() {
+                // SAFETY: A bio's pages live until the request ends, after the submission.
+                Some(bio) => unsafe { IovIter::over_bio_unbounded(bio, dir) },
+                None => {
+                    // SAFETY: Nothing was submitted.
+                    unsafe { fail_unsubmitted(k, rq, -(bindings::EIO as isize)) };
+                    return Ok(());
+                }
+            },
+        };
+        let raw = rq.into_raw();
+        // INVARIANT: two references, the submitter's and `ki_complete`'s; the request's
+        // ownership is theirs until the last one is dropped.
+        // SAFETY: Owned (no submission in flight).
+        unsafe { (*k).refs.store(2, Ordering::Relaxed) };
         // SAFETY: The kiocb targets this file; `iter` covers pages that the request keeps
         // alive until it ends, after `aio_done`; a merged request's table stays in `bvecs`
         // until the last reference is dropped.
@@ -205,26 +216,26 @@ impl BackingFile {
     }
 
     /// Sets up the kiocb of `rq` (flags, position, completion, freeze protection for a write)
-    /// and the iterator over its pages.
-    fn prepare<'a, T: RequestAio>(
+    /// and, for a merged request, the table of its segments.
+    fn prepare<T: RequestAio>(
         &self,
         rq: OwnedRequest<T>,
         k: *const RequestKiocb,
         dir: Dir,
         pos: u64,
         nowait: bool,
-    ) -> (Prepared<T>, Option<IovIter<'a>>) {
+    ) -> Prepared<T> {
         let Ok(pos) = i64::try_from(pos) else {
-            return (Prepared::Failed(rq, -(bindings::EIO as isize)), None);
+            return Prepared::Failed(rq, -(bindings::EIO as isize));
         };
-        let iter = if rq.is_multi_bio() {
+        if rq.is_multi_bio() {
             // A merged request: one table for all its bios (`rq_for_each_bvec`).
             let flags = if nowait { GFP_NOWAIT } else { GFP_KERNEL };
             let n = rq.bios().map(|b| b.bvecs().count()).sum();
             let mut table = match KVec::with_capacity(n, flags) {
                 Ok(t) => t,
-                Err(_) if nowait => return (Prepared::Refused(rq), None),
-                Err(_) => return (Prepared::Failed(rq, -(bindings::ENOMEM as isize)), None),
+                Err(_) if nowait => return Prepared::Refused(rq),
+                Err(_) => return Prepared::Failed(rq, -(bindings::ENOMEM as isize)),
             };
             for bio in rq.bios() {
                 for bv in bio.bvecs() {
@@ -232,21 +243,9 @@ impl BackingFile {
                     let _ = table.push_within_capacity(bv);
                 }
             }
-            // SAFETY: The table's heap buffer does not move with the `KVec`, which stays in
-            // `bvecs` until the submission is released; its pages are the request's.
-            let iter = unsafe {
-                IovIter::from_raw_parts(table.as_ptr(), table.len(), rq.bytes() as usize, dir)
-            };
             // SAFETY: Owned: no submission in flight.
             unsafe { *(*k).bvecs.get() = Some(table) };
-            iter
-        } else {
-            match rq.bios().next() {
-                // SAFETY: The bio's pages live until the request ends, after the submission.
-                Some(bio) => unsafe { IovIter::over_bio_unbounded(bio, dir) },
-                None => return (Prepared::Failed(rq, -(bindings::EIO as isize)), None),
-            }
-        };
+        }
         // SAFETY: Owned: no submission in flight.
         let iocb = unsafe { &mut *(*k).iocb.get() };
         // SAFETY: All-zero is a valid `kiocb`.
@@ -259,7 +258,7 @@ impl BackingFile {
         if dir == Dir::Write {
             if nowait {
                 if !self.start_write_trylock(iocb) {
-                    return (Prepared::Refused(rq), None);
+                    return Prepared::Refused(rq);
                 }
             } else {
                 self.start_write(iocb);
@@ -267,8 +266,22 @@ impl BackingFile {
             // SAFETY: Owned: no submission in flight.
             unsafe { *(*k).write_started.get() = true };
         }
-        (Prepared::Ready(rq), Some(iter))
+        Prepared::Ready(rq)
     }
+}
+
+/// Ends a request whose submission failed before anything was submitted: releases what was
+/// taken and hands it to [`RequestAio::aio_done`] with `ret`.
+///
+/// # Safety
+///
+/// `k` must be the kiocb of `rq`, with no submission in flight.
+unsafe fn fail_unsubmitted<T: RequestAio>(k: *const RequestKiocb, rq: OwnedRequest<T>, ret: isize) {
+    // SAFETY: Owned by the caller (no submission in flight).
+    unsafe { RequestKiocb::release(k) };
+    // SAFETY: The request belongs to a `Disk<T>` and is in flight for this call.
+    let data = unsafe { Disk::<T>::data_of_request(&rq) };
+    T::aio_done(data, rq, ret);
 }
 
 /// Drops a reference on the submission of `rq`; the last one releases what it held and hands
@@ -310,7 +323,7 @@ unsafe extern "C" fn aio_complete<T: RequestAio>(iocb: *mut bindings::kiocb, ret
     // request.
     let rq = unsafe {
         let pdu = iocb.cast::<u8>().sub(off).cast::<core::ffi::c_void>();
-        NonNull::new_unchecked(bindings::blk_mq_rq_from_pdu(pdu))
+        request_of_pdu(pdu)
     };
     // SAFETY: The submission is in flight; `ret` is ours to write.
     unsafe {

@@ -138,8 +138,8 @@ impl<T: DiskOps> Request<T> {
 
     /// The request's PDU.
     fn pdu_ptr(&self) -> *mut T::Pdu {
-        // SAFETY: By the type invariant the request is valid; the PDU follows it in memory.
-        unsafe { bindings::blk_mq_rq_to_pdu(self.as_raw()).cast() }
+        // SAFETY: By the type invariant the request is valid.
+        unsafe { pdu_of(self.as_raw()) }.cast()
     }
 }
 
@@ -360,6 +360,27 @@ impl Iterator for BvecIter<'_> {
             bv_offset: bv.bv_offset + done,
         })
     }
+}
+
+/// The PDU of a request (`blk_mq_rq_to_pdu`, inline: the helper call costs more than the
+/// addition; `rust_loop/layout.rs` checks `struct request`'s size against C's at load).
+///
+/// # Safety
+///
+/// `rq` must be a valid request of a blk-mq queue.
+pub(super) unsafe fn pdu_of(rq: *mut bindings::request) -> *mut core::ffi::c_void {
+    // SAFETY: The PDU follows the request in the same allocation (`rq + 1`).
+    unsafe { rq.add(1) }.cast()
+}
+
+/// The request of a PDU (`blk_mq_rq_from_pdu`, inline as [`pdu_of`]).
+///
+/// # Safety
+///
+/// `pdu` must be the PDU of a valid request.
+pub(super) unsafe fn request_of_pdu(pdu: *mut core::ffi::c_void) -> NonNull<bindings::request> {
+    // SAFETY: The request precedes its PDU in the same allocation, and is not null.
+    unsafe { NonNull::new_unchecked(pdu.cast::<bindings::request>().sub(1)) }
 }
 
 /// Kernel stack bytes that must be left for [`OwnedRequest::complete_here`] to run the completion

@@ -5,7 +5,10 @@
 //!
 //! C header: [`include/linux/kthread.h`](srctree/include/linux/kthread.h).
 
-use super::{Disk, DiskOps, OwnedRequest};
+use super::{
+    request::{pdu_of, request_of_pdu},
+    Disk, DiskOps, OwnedRequest,
+};
 use core::ptr::NonNull;
 use kernel::{bindings, error::from_err_ptr, prelude::*, types::Opaque};
 
@@ -59,7 +62,7 @@ impl KthreadWorker {
         let raw = rq.into_raw();
         // SAFETY: `raw` is a request of a `Disk<T>`, whose PDU holds a `KthreadWork` at
         // `T::WORK_OFFSET` (the contract of `RequestWork`).
-        let work = unsafe { pdu_of(raw).cast::<u8>().add(T::WORK_OFFSET) }
+        let work = unsafe { pdu_of(raw.as_ptr()).cast::<u8>().add(T::WORK_OFFSET) }
             .cast::<bindings::kthread_work>();
         // A finished item keeps pointing at the worker that ran it, which `kthread_queue_work`
         // insists be this one, and which may have been destroyed since: forget it. Only the
@@ -91,16 +94,6 @@ pub(crate) unsafe trait RequestWork: DiskOps {
     fn run(data: &Self::Data, rq: OwnedRequest<Self>);
 }
 
-/// The PDU of a request.
-///
-/// # Safety
-///
-/// `rq` must be a valid request.
-unsafe fn pdu_of(rq: NonNull<bindings::request>) -> *mut core::ffi::c_void {
-    // SAFETY: Guaranteed by the caller; the PDU follows the request.
-    unsafe { bindings::blk_mq_rq_to_pdu(rq.as_ptr()) }
-}
-
 /// The `kthread_work` function of the requests of a disk of `T`.
 ///
 /// # Safety
@@ -115,7 +108,7 @@ unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthrea
             .cast::<u8>()
             .sub(T::WORK_OFFSET)
             .cast::<core::ffi::c_void>();
-        NonNull::new_unchecked(bindings::blk_mq_rq_from_pdu(pdu))
+        request_of_pdu(pdu)
     };
     // SAFETY: `queue_request` handed the ownership of the request to this item.
     let rq = unsafe { OwnedRequest::<T>::from_raw(rq) };
