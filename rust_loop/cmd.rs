@@ -224,10 +224,9 @@ fn submit_dio(dev: &LoopDevice, io: &IoState, mut rq: LoopRq, nowait: bool) -> R
         io.file.submit_request(rq, dir, pos);
         Ok(())
     };
-    submitted.map_err(|mut rq| {
+    // Refused: not in flight. Its `nowait` flag is set again by the next submission.
+    submitted.inspect_err(|_| {
         dev.stats.backing_inflight.fetch_sub(1, Ordering::Relaxed);
-        rq.pdu_mut().nowait = false;
-        rq
     })
 }
 

@@ -120,9 +120,7 @@ impl BackingFile {
     pub(crate) fn submit_request<T: RequestAio>(&self, rq: OwnedRequest<T>, dir: Dir, pos: u64) {
         if let Err(rq) = self.submit(rq, dir, pos, false) {
             // A blocking submission is never refused; should one be, it fails, not hangs.
-            // SAFETY: The request belongs to a `Disk<T>` and is in flight for this call.
-            let data = unsafe { Disk::<T>::data_of_request(&rq) };
-            T::aio_done(data, rq, EAGAIN);
+            done(rq, EAGAIN);
         }
     }
 
@@ -279,9 +277,14 @@ impl BackingFile {
 unsafe fn fail_unsubmitted<T: RequestAio>(k: *const RequestKiocb, rq: OwnedRequest<T>, ret: isize) {
     // SAFETY: Owned by the caller (no submission in flight).
     unsafe { RequestKiocb::release(k) };
+    done(rq, ret);
+}
+
+/// Hands `rq`, its submission over, to [`RequestAio::aio_done`] with `ret`.
+fn done<T: RequestAio>(rq: OwnedRequest<T>, ret: isize) {
     // SAFETY: The request belongs to a `Disk<T>` and is in flight for this call.
     let data = unsafe { Disk::<T>::data_of_request(&rq) };
-    T::aio_done(data, rq, ret);
+    T::aio_done(data, rq, ret)
 }
 
 /// Drops a reference on the submission of `rq`; the last one releases what it held and hands
@@ -305,10 +308,7 @@ unsafe fn put<T: RequestAio>(rq: NonNull<bindings::request>) {
         (*k).ret.load(Ordering::Relaxed)
     };
     // SAFETY: The submission's ownership of the request ends with its last reference.
-    let rq = unsafe { OwnedRequest::<T>::from_raw(rq) };
-    // SAFETY: The request belongs to a `Disk<T>` and is in flight for this call.
-    let data = unsafe { Disk::<T>::data_of_request(&rq) };
-    T::aio_done(data, rq, ret)
+    done(unsafe { OwnedRequest::<T>::from_raw(rq) }, ret)
 }
 
 /// `ki_complete` of the kiocbs of the requests of `T`.
