@@ -17,9 +17,10 @@
 #
 #   FSTESTS_DRIVERS   "rust_loop loop"   drivers, one after the other in the same boot
 #   FSTESTS_FS        "xfs ext4"         file systems under test (FSTYP; btrfs works too)
-#   FSTESTS_LIST      "generic/013 generic/113"   fstests tests: names, or group:NAME for every
+#   FSTESTS_LIST      "generic/013 generic/113"   fstests tests: names, group:NAME for every
 #                                        test of an fstests group (generic/ and the file
-#                                        system's own folder, e.g. group:quick)
+#                                        system's own folder, e.g. group:quick), or list:NAME
+#                                        for the tests in tests/fstests/NAME.list
 #   FSTESTS_RESUME    0                  1: keep results/fstests/ and skip the runs that have a
 #                                        verdict there already (a long list over several calls)
 #   FSTESTS_BUDGET    0                  seconds after which the guest starts no further test
@@ -177,6 +178,10 @@ expand_list() {
 		group:*)
 			grep -lE "^_begin_fstest( .*)? ${item#group:}( |\$)" "$tests"/{generic,"$fs"}/[0-9]* 2>/dev/null |
 				sed "s|^$tests/||" | sort -t/ -k1,1 -k2,2n ;;
+		list:*)
+			[ -f "$ROOT/tests/fstests/${item#list:}.list" ] ||
+				die "FSTESTS_LIST: no list tests/fstests/${item#list:}.list"
+			sed 's/#.*//' "$ROOT/tests/fstests/${item#list:}.list" | xargs -n1 ;;
 		*) echo "$item" ;;
 		esac
 	done

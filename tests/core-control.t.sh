@@ -59,6 +59,50 @@ t_ctl_add_any() {
 	lioctl $CTL ctl-remove 8 >/dev/null
 }
 
+# Adds from many tasks at once, as container hosts make them: the number is chosen under the
+# table's lock, the disk added outside it (loop.c's loop_add), so the tasks run side by side and
+# still never get the same number; adds of the same explicit number: one wins, the others EEXIST;
+# a number being added is neither free for LOOP_CTL_ADD -1 nor removable.
+t_ctl_add_parallel() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	local k
+	# 8 tasks x 5 adds of any number, and 8 tasks adding 100..104 (each number wins once).
+	for k in 0 1 2 3 4 5 6 7; do
+		(for _ in 1 2 3 4 5; do lioctl $CTL ctl-add -1; done >"$T/any.$k" 2>&1) &
+		(for n in 100 101 102 103 104; do lioctl $CTL ctl-add $n 2>&1 || true; done >"$T/fixed.$k") &
+	done
+	wait
+	cat "$T"/any.* | sort -n >"$T/any"
+	assert_eq "$(wc -l <"$T/any")" 40 "numbers returned by 40 adds of any number"
+	assert_eq "$(sort -n "$T/any" | uniq -d | xargs)" "" "numbers returned twice"
+	grep -vqE '^[0-9]+$' "$T/any" && fail "an add of any number failed: $(grep -vE '^[0-9]+$' "$T/any" | head -3)"
+	assert_eq "$(sort -n "$T/any" | head -1)-$(sort -n "$T/any" | tail -1)" "8-47" \
+		"the 40 numbers: the lowest free ones, 8..47"
+	local n wins
+	for n in 100 101 102 103 104; do
+		wins=$(cat "$T"/fixed.* | grep -cx "$n" || true)
+		assert_eq "$wins" 1 "adds of loop$n that succeeded (of 8)"
+	done
+	assert_eq "$(cat "$T"/fixed.* | grep -cv -e '^10[0-4]$' -e '^EEXIST$' -e '^(loopioctl .* exited 1)$' || true)" 0 \
+		"adds of a taken number that failed otherwise than EEXIST"
+	udevadm settle
+	for n in $(cat "$T/any") 100 101 102 103 104; do
+		assert_file "/sys/block/loop$n/dev" "7:$n"
+	done
+	# Removes from many tasks at once: each device goes exactly once.
+	for k in 0 1 2 3 4 5 6 7; do
+		(for n in $(sed -n "$((k * 5 + 1)),$((k * 5 + 5))p" "$T/any"); do lioctl $CTL ctl-remove "$n"; done >"$T/rm.$k" 2>&1) &
+	done
+	wait
+	assert_eq "$(cat "$T"/rm.* | grep -cx 0 || true)" 40 "removes that succeeded (of 40)"
+	udevadm settle
+	for n in $(cat "$T/any"); do
+		[ ! -e "/sys/block/loop$n" ] || fail "loop$n still in sysfs after its removal"
+	done
+	for n in 100 101 102 103 104; do lioctl $CTL ctl-remove $n >/dev/null; done
+}
+
 # REMOVE: missing index ENODEV, negative EINVAL, bound or open device EBUSY.
 t_ctl_remove_errors() {
 	load_rust_loop
