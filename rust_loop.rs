@@ -81,27 +81,10 @@ module! {
 /// Devices created at load time when `max_loop` is not given (`CONFIG_BLK_DEV_LOOP_MIN_COUNT`).
 const DEFAULT_MIN_COUNT: u32 = 8;
 
-/// The devices (`loop_index_idr`) and the numbers of those being added.
-struct DeviceTable {
-    /// Every device, visible or not (`LoopDevice::visible`).
-    devices: KVec<Arc<LoopDevice>>,
-    /// Numbers taken by an `add_device` that creates the device outside the lock.
-    adding: KVec<u32>,
-}
-
-impl DeviceTable {
-    /// Whether `number` is taken, by a device or by one being added.
-    fn taken(&self, number: u32) -> bool {
-        self.adding.contains(&number) || self.devices.iter().any(|d| d.number == number)
-    }
-}
-
 kernel::sync::global_lock! {
     // SAFETY: Initialised in `LoopModule::init` before any device exists.
-    unsafe(uninit) static DEVICES: Mutex<DeviceTable> = DeviceTable {
-        devices: KVec::new(),
-        adding: KVec::new(),
-    };
+    /// Every device (`loop_index_idr`), visible or not (`LoopDevice::visible`).
+    unsafe(uninit) static DEVICES: Mutex<KVec<Arc<LoopDevice>>> = KVec::new();
 }
 
 kernel::sync::global_lock! {
@@ -176,45 +159,43 @@ fn loop_device_of(file: &sys::BackingFile) -> Option<Arc<LoopDevice>> {
 
 /// `loop_add`: creates `loop<index>`, or the lowest free number when `index` is negative.
 ///
-/// As loop.c, only the choice of the number holds the table's lock: the device is created and its
-/// disk added (sysfs, uevent, tens of milliseconds) outside it, so that devices being added or
-/// removed at the same time do not wait for each other.
+/// As loop.c, the table's lock covers choosing the number and entering the device, hidden; its
+/// disk is added (sysfs, uevent, tens of milliseconds) outside the lock, so that devices being
+/// added or removed at the same time do not wait for each other, and it is shown afterwards.
 fn add_device(index: i32) -> Result<u32> {
-    let number = {
-        let mut table = DEVICES.lock();
+    let dev = {
+        let mut devices = DEVICES.lock();
         let number = if index >= 0 {
             let n = index as u32;
-            if table.taken(n) {
+            if devices.iter().any(|d| d.number == n) {
                 return Err(EEXIST);
             }
             n
         } else {
             let mut n = 0;
-            while table.taken(n) {
+            while devices.iter().any(|d| d.number == n) {
                 n += 1;
             }
             n
         };
-        table.adding.push(number, GFP_KERNEL)?;
-        number
+        let dev = LoopDevice::new(
+            number,
+            part_shift(),
+            QUEUE_DEPTH.load(Ordering::Relaxed),
+            NR_HW_QUEUES.load(Ordering::Relaxed),
+        )?;
+        devices.push(dev.clone(), GFP_KERNEL)?;
+        dev
     };
-    let new = LoopDevice::new(
-        number,
-        part_shift(),
-        QUEUE_DEPTH.load(Ordering::Relaxed),
-        NR_HW_QUEUES.load(Ordering::Relaxed),
-    )
-    .and_then(|dev| dev.add_disk().map(|()| dev));
-    let mut table = DEVICES.lock();
-    table.adding.retain(|n| *n != number);
-    let dev = new?;
-    if let Err(e) = table.devices.push(dev.clone(), GFP_KERNEL) {
-        drop(table);
-        dev.remove();
-        return Err(e.into());
+    let added = dev.add_disk();
+    let mut devices = DEVICES.lock();
+    if let Err(e) = added {
+        // Hidden all along: nobody else picked it.
+        devices.retain(|d| !Arc::ptr_eq(d, &dev));
+        return Err(e);
     }
     dev.visible.store(true, Ordering::Release);
-    Ok(number)
+    Ok(dev.number)
 }
 
 /// `loop_control_remove`.
@@ -224,9 +205,8 @@ fn remove_device(index: i32) -> Result<u32> {
         return Err(EINVAL);
     }
     let dev = {
-        let table = DEVICES.lock();
-        let dev = table
-            .devices
+        let devices = DEVICES.lock();
+        let dev = devices
             .iter()
             .find(|d| d.number == index as u32 && d.visible.load(Ordering::Acquire))
             .ok_or(ENODEV)?
@@ -244,9 +224,9 @@ fn remove_device(index: i32) -> Result<u32> {
     // a second `loopN` in sysfs while the old one is still there (`EEXIST`, found by the fuzzer).
     dev.remove();
     {
-        let mut table = DEVICES.lock();
-        if let Some(pos) = table.devices.iter().position(|d| Arc::ptr_eq(d, &dev)) {
-            drop(table.devices.remove(pos));
+        let mut devices = DEVICES.lock();
+        if let Some(pos) = devices.iter().position(|d| Arc::ptr_eq(d, &dev)) {
+            drop(devices.remove(pos));
         }
     }
     Ok(0)
@@ -255,9 +235,9 @@ fn remove_device(index: i32) -> Result<u32> {
 /// `loop_control_get_free`: the first unbound device, else a new one.
 fn get_free_device() -> Result<u32> {
     {
-        let table = DEVICES.lock();
+        let devices = DEVICES.lock();
         let mut free: Option<u32> = None;
-        for d in table.devices.iter() {
+        for d in devices.iter() {
             if d.visible.load(Ordering::Acquire) && d.state() == State::Unbound {
                 free = Some(free.map_or(d.number, |f| f.min(d.number)));
             }
@@ -365,7 +345,7 @@ impl Drop for LoopModule {
         drop(self.control.take());
         // Nobody can reach the table any more: the control device and major are gone, and no
         // device is open or bound (either would hold a module reference).
-        let devices = core::mem::take(&mut DEVICES.lock().devices);
+        let devices = core::mem::take(&mut *DEVICES.lock());
         for dev in devices.iter() {
             dev.remove();
         }

@@ -61,8 +61,7 @@ t_ctl_add_any() {
 
 # Adds from many tasks at once, as container hosts make them: the number is chosen under the
 # table's lock, the disk added outside it (loop.c's loop_add), so the tasks run side by side and
-# still never get the same number; adds of the same explicit number: one wins, the others EEXIST;
-# a number being added is neither free for LOOP_CTL_ADD -1 nor removable.
+# still never get the same number; adds of the same explicit number: one wins, the others EEXIST.
 t_ctl_add_parallel() {
 	load_rust_loop
 	trap cleanup_loops EXIT
