@@ -22,16 +22,18 @@ descriptor number, "pipe" for the read end of a pipe, "socket" for a unix socket
     set-capacity | set-direct-io 0|1 | set-block-size N
     raw NUMBER [ARG]                          any ioctl number with an integer argument
     null-arg CMD                              CMD (name like get-status64 or a number) with NULL
-    ctl-add N | ctl-remove N | ctl-get-free   on /dev/loop-control; print the result
+    ctl-add N... | ctl-remove N... | ctl-get-free
+                                              on /dev/loop-control; print the result (with
+                                              several N, one line per N: the result or the
+                                              errno name; exits 1 if any failed)
     hold SECONDS                              keep the device open for that long
 
 On success prints the result (if any) and exits 0; on error prints the errno name
 (e.g. "EINVAL") to stderr and exits 1. Usage errors exit 2.
 """
-import ctypes
 import errno
+import fcntl
 import os
-import socket
 import struct
 import sys
 import time
@@ -81,9 +83,19 @@ assert INFO64.size == 232, INFO64.size
 assert CONFIG.size == 304, CONFIG.size
 assert INFO_OLD.size == 168, INFO_OLD.size
 
-libc = ctypes.CDLL(None, use_errno=True)
-libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
-libc.ioctl.restype = ctypes.c_int
+# ctypes and socket are imported where needed: under TCG each costs 0.3-0.5 s of the helper's
+# start, which the tests pay on every call.
+_libc = None
+
+
+def _libc_ioctl():
+    global _libc
+    if _libc is None:
+        import ctypes
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.ioctl.argtypes = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
+        _libc.ioctl.restype = ctypes.c_int
+    return _libc
 
 
 class Usage(Exception):
@@ -91,12 +103,17 @@ class Usage(Exception):
 
 
 def ioctl(fd, cmd, arg=0):
-    """ioctl(fd, cmd, arg): arg is an int (passed as unsigned long) or a ctypes buffer."""
+    """ioctl(fd, cmd, arg): arg is an int (passed as unsigned long), a bytearray (the structure
+    the argument points to, updated in place) or a ctypes buffer."""
+    if isinstance(arg, bytearray) or (isinstance(arg, int) and 0 <= arg <= 0x7FFFFFFF):
+        # fcntl.ioctl passes a small int as it is and a bytearray by address.
+        return fcntl.ioctl(fd, cmd, arg, True)
+    import ctypes
     if isinstance(arg, int):
         p = ctypes.c_void_p(arg & 0xFFFFFFFFFFFFFFFF)
     else:
         p = ctypes.cast(arg, ctypes.c_void_p)
-    r = libc.ioctl(fd, cmd, p)
+    r = _libc_ioctl().ioctl(fd, cmd, p)
     if r < 0:
         e = ctypes.get_errno()
         raise OSError(e, os.strerror(e))
@@ -145,6 +162,7 @@ def open_backing(spec, ro=False, direct=False, append=False, opath=False):
         _keep.append(w)
         return r
     if spec == "socket":
+        import socket
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         _keep.extend((a, b))
         return a.fileno()
@@ -176,19 +194,19 @@ def configure(fd, bfd, block_size=0, info=None):
     """LOOP_CONFIGURE of loop device fd with backing fd bfd (info: a loop_info64 dict)."""
     data = CONFIG.pack(bfd, block_size, *INFO64.unpack(pack_info64(info or zero_info64())),
                        *([0] * 8))
-    ioctl(fd, LOOP_CONFIGURE, ctypes.create_string_buffer(data, CONFIG.size))
+    ioctl(fd, LOOP_CONFIGURE, bytearray(data))
 
 
 def get_status64(fd):
-    buf = ctypes.create_string_buffer(INFO64.size)
+    buf = bytearray(INFO64.size)
     ioctl(fd, LOOP_GET_STATUS64, buf)
-    return dict(zip(INFO64_FIELDS, INFO64.unpack(buf.raw)))
+    return dict(zip(INFO64_FIELDS, INFO64.unpack(buf)))
 
 
 def get_status_old(fd):
-    buf = ctypes.create_string_buffer(INFO_OLD.size)
+    buf = bytearray(INFO_OLD.size)
     ioctl(fd, LOOP_GET_STATUS, buf)
-    return dict(zip(INFO_OLD_FIELDS, INFO_OLD.unpack(buf.raw)))
+    return dict(zip(INFO_OLD_FIELDS, INFO_OLD.unpack(buf)))
 
 
 def print_status(v, fields):
@@ -250,7 +268,7 @@ def run(fd, cmd, args):
             except OSError:
                 pass
         apply_status_opts(v, o)
-        buf = ctypes.create_string_buffer(pack_info64(v), INFO64.size)
+        buf = bytearray(pack_info64(v))
         ioctl(fd, LOOP_SET_STATUS64, buf)
     elif cmd == "set-status":
         _, o = parse_opts(args, STATUS_OPTS)
@@ -264,7 +282,7 @@ def run(fd, cmd, args):
                 pass
         apply_status_opts(v, o)
         data = INFO_OLD.pack(*(v[k] for k in INFO_OLD_FIELDS))
-        buf = ctypes.create_string_buffer(data, INFO_OLD.size)
+        buf = bytearray(data)
         ioctl(fd, LOOP_SET_STATUS, buf)
     elif cmd == "set-capacity":
         ioctl(fd, LOOP_SET_CAPACITY, 0)
@@ -285,9 +303,20 @@ def run(fd, cmd, args):
             n = parse_int(args[0])
         ioctl(fd, n, 0)
     elif cmd in ("ctl-add", "ctl-remove"):
-        if len(args) != 1:
-            raise Usage(cmd + " N")
-        print(ioctl(fd, CMD_NUMBERS[cmd], parse_int(args[0])))
+        if not args:
+            raise Usage(cmd + " N...")
+        if len(args) == 1:
+            print(ioctl(fd, CMD_NUMBERS[cmd], parse_int(args[0])))
+            return
+        failed = False
+        for a in args:
+            try:
+                print(ioctl(fd, CMD_NUMBERS[cmd], parse_int(a)), flush=True)
+            except OSError as e:
+                print(errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+                failed = True
+        if failed:
+            sys.exit(1)
     elif cmd == "ctl-get-free":
         print(ioctl(fd, LOOP_CTL_GET_FREE, 0))
     elif cmd == "hold":
