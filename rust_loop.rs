@@ -89,6 +89,13 @@ kernel::sync::global_lock! {
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised in `LoopModule::init` before any device exists.
+    /// Where removed devices finish their teardown ([`sys::DiskRelease`]) off the remover's
+    /// path; drained and destroyed at module exit. `None` until then.
+    unsafe(uninit) static RELEASES: Mutex<Option<sys::OwnedQueue>> = None;
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: Initialised in `LoopModule::init` before any device exists.
     /// `loop_validate_mutex`: serialises following chains of loop devices against rebinding.
     unsafe(uninit) static VALIDATE: Mutex<()> = ();
 }
@@ -222,7 +229,11 @@ fn remove_device(index: i32) -> Result<u32> {
     // The number stays taken (the device in the table, hidden) until the disk is deleted, as
     // loop.c keeps it in its idr: a `LOOP_CTL_ADD`/`GET_FREE` picking it earlier would register
     // a second `loopN` in sysfs while the old one is still there (`EEXIST`, found by the fuzzer).
-    dev.remove();
+    // Freeing the tag set and the disk waits for grace periods that the caller need not wait
+    // for: that goes to the module's queue (or runs here, should the queue item not allocate).
+    if let Some(release) = dev.remove() {
+        drop_later(release);
+    }
     {
         let mut devices = DEVICES.lock();
         if let Some(pos) = devices.iter().position(|d| Arc::ptr_eq(d, &dev)) {
@@ -230,6 +241,16 @@ fn remove_device(index: i32) -> Result<u32> {
         }
     }
     Ok(0)
+}
+
+/// Drops `value` on the module's release queue ([`RELEASES`]), off the caller's path: for
+/// teardowns that wait (grace periods, thread exits) and that nobody needs to wait for. Drops it
+/// here should the queue item not allocate.
+pub(crate) fn drop_later<T: Send + 'static>(value: T) {
+    if let Some(queue) = RELEASES.lock().as_ref() {
+        // On failure the closure, and with it `value`, is dropped here.
+        let _ = queue.try_spawn(GFP_KERNEL, move || drop(value));
+    }
 }
 
 /// `loop_control_get_free`: the first unbound device, else a new one.
@@ -318,11 +339,14 @@ impl kernel::Module for LoopModule {
         // SAFETY: Called once, before any use.
         unsafe {
             DEVICES.init();
+            RELEASES.init();
             VALIDATE.init();
         }
 
         let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;
         let major = sys::BlockMajor::register(bindings::LOOP_MAJOR, c"loop", probe)?;
+        // Last of the steps that can fail: the module's drop destroys it.
+        *RELEASES.lock() = Some(sys::OwnedQueue::new_unbound(c"rust_loop_release")?);
         let count = if max_loop >= 0 {
             max_loop as u32
         } else {
@@ -347,7 +371,11 @@ impl Drop for LoopModule {
         // device is open or bound (either would hold a module reference).
         let devices = core::mem::take(&mut *DEVICES.lock());
         for dev in devices.iter() {
-            dev.remove();
+            drop(dev.remove());
         }
+        // Runs the teardowns still queued before the module's code goes away (not under the
+        // lock: a teardown may queue another).
+        let releases = RELEASES.lock().take();
+        drop(releases);
     }
 }

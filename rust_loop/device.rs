@@ -10,8 +10,9 @@ use crate::{
     dispatch::{LoadTracker, QueueLoad, WriteSteering},
     stats::DevStats,
     sys::{
-        BackingFile, BlkStatus, BlockDevice, DioAlign, Disk, DiskConfig, DiskOps, KthreadWorker,
-        ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE, BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
+        BackingFile, BlkStatus, BlockDevice, DioAlign, Disk, DiskConfig, DiskOps, DiskRelease,
+        KthreadWorker, ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE, BLK_OPEN_WRITE,
+        SECTOR_SHIFT, SECTOR_SIZE,
     },
     sysfs,
     uapi::{self, loop_config, loop_info64},
@@ -1006,8 +1007,10 @@ impl LoopDevice {
             old
         };
         // Drained: no command holds a worker. Dropping them stops their threads (after the
-        // last command's work function has returned).
-        drop(workers);
+        // last command's work function has returned); `kthread_stop` waits for each thread's
+        // exit, which the closer need not wait for: the module's release queue does (and
+        // module exit drains it). A device bound again meanwhile starts new threads.
+        crate::drop_later(workers);
         *self.part_stamp.lock() = None;
         self.cgroup_workers.stop_all();
         let (old_gfp, module_ref) = {
@@ -1265,18 +1268,19 @@ impl LoopDevice {
         Ok(())
     }
 
-    /// Deletes the disk; the device is freed when its last reference goes.
+    /// Deletes the disk; the device is freed when its last reference goes, after the returned
+    /// rest of the disk's teardown has run (see [`DiskRelease`]).
     ///
     /// The counters group goes first, outside `del_gendisk`: that holds the tag set's
     /// `update_nr_hwq_lock` while it removes the disk's sysfs files (waiting for their running
     /// `show`/`store` calls), and the `nr_hw_queues` store takes that lock itself
     /// (`blk_mq_update_nr_hw_queues`), so removing the group under it could deadlock against a
     /// concurrent store (lockdep: kn->active -> lo_mutex -> update_nr_hwq_lock -> kn->active).
-    pub(crate) fn remove(&self) {
+    pub(crate) fn remove(&self) -> Option<DiskRelease> {
         if self.stats_on.swap(false, Ordering::Relaxed) {
             self.disk.remove_group(&sysfs::RUST_LOOP_GROUP);
         }
-        self.disk.remove();
+        self.disk.remove()
     }
 }
 

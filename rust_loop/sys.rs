@@ -33,6 +33,8 @@ mod sysfs;
 mod task;
 #[path = "sys/worker.rs"]
 mod worker;
+#[path = "sys/workqueue.rs"]
+mod workqueue;
 
 pub(crate) use bdev::*;
 pub(crate) use cgroup::*;
@@ -48,3 +50,4 @@ pub(crate) use request::*;
 pub(crate) use sysfs::*;
 pub(crate) use task::*;
 pub(crate) use worker::*;
+pub(crate) use workqueue::*;

@@ -44,6 +44,41 @@ t_ctl_add_remove() {
 	assert_eq "$(lioctl $CTL ctl-remove 42)" 0 "LOOP_CTL_REMOVE 42 again"
 }
 
+# LOOP_CTL_REMOVE leaves the end of the teardown (freeing the tag set and the disk, stopping the
+# workers of the last binding) to the module's release queue: when the call returns the device
+# is gone from sysfs and its number can be added again at once, and unloading the module right
+# after runs what is still queued (a teardown left behind would run the module's code after it
+# is gone: an oops, which the runner catches in the kernel log).
+t_ctl_remove_then_unload() {
+	load_rust_loop max_loop=0
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 1
+	local round n
+	for round in 1 2 3; do
+		assert_eq "$(lioctl $CTL ctl-add 40 41 42 | xargs)" "40 41 42" "LOOP_CTL_ADD (round $round)"
+		for n in 40 41 42; do
+			losetup "/dev/loop$n" "$T/img" || fail "losetup loop$n (round $round)"
+			cmp "/dev/loop$n" "$T/img" || fail "data through loop$n (round $round)"
+			losetup -d "/dev/loop$n"
+			wait_unbound "/dev/loop$n"
+		done
+		udevadm settle
+		assert_eq "$(lioctl $CTL ctl-remove 40 41 42 | xargs)" "0 0 0" "LOOP_CTL_REMOVE (round $round)"
+		for n in 40 41 42; do
+			[ ! -e "/sys/block/loop$n" ] || fail "loop$n in sysfs after LOOP_CTL_REMOVE returned"
+		done
+	done
+	# Added again at once, bound, removed, and the module unloaded at once.
+	assert_eq "$(lioctl $CTL ctl-add 40)" 40 "LOOP_CTL_ADD 40 right after its removal"
+	losetup /dev/loop40 "$T/img" || fail "losetup loop40 after re-adding"
+	losetup -d /dev/loop40
+	wait_unbound /dev/loop40
+	udevadm settle
+	assert_eq "$(lioctl $CTL ctl-remove 40)" 0 "LOOP_CTL_REMOVE 40"
+	rmmod rust_loop || fail "rmmod right after LOOP_CTL_REMOVE failed"
+	[ ! -d /sys/module/rust_loop ] || fail "rust_loop still loaded"
+}
+
 # ADD with a negative index picks the lowest free number.
 t_ctl_add_any() {
 	load_rust_loop

@@ -75,9 +75,11 @@ pub(crate) trait DiskOps: Sized + 'static {
 /// # Invariants
 ///
 /// `tag_set` is initialised (`blk_mq_alloc_tag_set`) and `disk` was allocated on it by
-/// `__blk_mq_alloc_disk`, until `state` is `DISK_REMOVED`; both are freed exactly once.
+/// `__blk_mq_alloc_disk`, until `state` is `DISK_REMOVED`; both are freed exactly once (by
+/// the [`DiskRelease`] that [`Disk::remove`] returns, or on drop if the disk was never added).
 pub(crate) struct Disk<T: DiskOps> {
-    tag_set: KBox<Opaque<bindings::blk_mq_tag_set>>,
+    /// Shared with the [`DiskRelease`] of the removed disk, which frees the tag set.
+    tag_set: Arc<Opaque<bindings::blk_mq_tag_set>>,
     disk: NonNull<bindings::gendisk>,
     /// Where the disk is in its life cycle: one of the `DISK_*` values below.
     state: AtomicU8,
@@ -137,7 +139,7 @@ impl<T: DiskOps> Disk<T> {
 
     /// Allocates the tag set and the gendisk named `name`; the disk is not yet visible.
     pub(crate) fn new(cfg: &DiskConfig, name: &CStr) -> Result<Self> {
-        let tag_set = KBox::new(Opaque::<bindings::blk_mq_tag_set>::zeroed(), GFP_KERNEL)?;
+        let tag_set = Arc::new(Opaque::<bindings::blk_mq_tag_set>::zeroed(), GFP_KERNEL)?;
         let set = tag_set.get();
         // SAFETY: `set` points to a zeroed tag set that outlives the disk (we own both). The
         // ops tables are `'static` promoted constants.
@@ -201,10 +203,17 @@ impl<T: DiskOps> Disk<T> {
 
     /// Changes the number of hardware queues (`blk_mq_update_nr_hw_queues`; freezes the
     /// queue). Returns the number in effect afterwards: blk-mq keeps the old one when it cannot
-    /// allocate the new contexts.
+    /// allocate the new contexts. The caller keeps [`Disk::remove`] out meanwhile; once the disk
+    /// is removed nothing changes.
     pub(crate) fn set_nr_hw_queues(&self, count: u32) -> u32 {
         let set = self.tag_set.get();
-        // SAFETY: The tag set is allocated (type invariant) and has this one queue.
+        if self.state.load(Ordering::Acquire) == DISK_REMOVED {
+            // SAFETY: The tag set's memory lives as long as `self`; its count is not written
+            // after removal.
+            return unsafe { (*set).nr_hw_queues };
+        }
+        // SAFETY: The tag set is allocated (type invariant: not removed, checked above and
+        // kept so by the caller) and has this one queue.
         unsafe {
             bindings::blk_mq_update_nr_hw_queues(set, count as i32);
             (*set).nr_hw_queues
@@ -249,10 +258,10 @@ impl<T: DiskOps> Disk<T> {
         Ok(())
     }
 
-    /// Deletes the disk (`del_gendisk`), frees the tag set and drops the allocation reference;
-    /// the block layer then releases the per-disk state in `free_disk` once the last opener is
-    /// gone. Does nothing the second time.
-    pub(crate) fn remove(&self) {
+    /// Deletes the disk (`del_gendisk`): it leaves sysfs, its I/O is drained and its number may
+    /// be registered again at once. The rest of the teardown is returned for the caller to run
+    /// now or on another thread (see [`DiskRelease`]). `None` the second time.
+    pub(crate) fn remove(&self) -> Option<DiskRelease> {
         if self
             .state
             .compare_exchange(
@@ -263,16 +272,16 @@ impl<T: DiskOps> Disk<T> {
             )
             .is_err()
         {
-            return;
+            return None;
         }
-        // `del_gendisk` drains all I/O, after which the tag set can be freed; `put_disk` drops
-        // the allocation reference.
-        // SAFETY: The disk was added and is removed exactly once (guarded by `state`).
-        unsafe {
-            bindings::del_gendisk(self.as_raw());
-            bindings::blk_mq_free_tag_set(self.tag_set.get());
-            bindings::put_disk(self.as_raw());
-        }
+        // SAFETY: The disk was added and is deleted exactly once (guarded by `state`).
+        unsafe { bindings::del_gendisk(self.as_raw()) };
+        // INVARIANT: the disk is deleted, so its queue has left the tag set; the tag set and
+        // the allocation reference pass to the release (`state` keeps `Drop` off them).
+        Some(DiskRelease {
+            tag_set: self.tag_set.clone(),
+            disk: self.disk,
+        })
     }
 
     /// The raw gendisk.
@@ -632,6 +641,38 @@ impl<T: DiskOps> Disk<T> {
         // SAFETY: `private_data` holds the reference given up by `Arc::into_raw` in `add`; this
         // is the last callback of the disk, so the reference is taken back exactly once.
         drop(unsafe { Arc::<T::Data>::from_raw((*disk).private_data.cast()) });
+    }
+}
+
+/// The end of a removed disk's teardown, run on drop: frees the tag set
+/// (`blk_mq_free_tag_set`) and drops the allocation reference (`put_disk`), after which the
+/// block layer releases the per-disk state in `free_disk` once the last opener is gone.
+///
+/// Both wait for grace periods (SRCU for the tag set's requests, RCU in the disk's release):
+/// 30 to 80 ms under TCG, more than the rest of a removal, and nothing that removes a device
+/// needs to wait for them (`loop.c` itself frees the device number before `put_disk`).
+/// Dropping this on a workqueue of the module's own takes them off the caller's path.
+///
+/// # Invariants
+///
+/// `disk` was deleted (`del_gendisk`) and its allocation reference is owned here; `tag_set`
+/// is the initialised tag set it was allocated on, which no queue uses any more.
+pub(crate) struct DiskRelease {
+    tag_set: Arc<Opaque<bindings::blk_mq_tag_set>>,
+    disk: NonNull<bindings::gendisk>,
+}
+
+// SAFETY: `blk_mq_free_tag_set` and `put_disk` may run on any thread (process context).
+unsafe impl Send for DiskRelease {}
+
+impl Drop for DiskRelease {
+    fn drop(&mut self) {
+        // SAFETY: The disk is deleted and its queue left the tag set, which is freed exactly
+        // once, here; then the allocation reference owned here is dropped (type invariant).
+        unsafe {
+            bindings::blk_mq_free_tag_set(self.tag_set.get());
+            bindings::put_disk(self.disk.as_ptr());
+        }
     }
 }
 
