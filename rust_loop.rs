@@ -373,8 +373,8 @@ impl Drop for LoopModule {
         for dev in devices.iter() {
             drop(dev.remove());
         }
-        // Runs the teardowns still queued before the module's code goes away (not under the
-        // lock: a teardown may queue another).
+        // Runs the teardowns still queued before the module's code goes away; taken out first,
+        // so that the lock is not held while the queue drains.
         let releases = RELEASES.lock().take();
         drop(releases);
     }
