@@ -30,6 +30,8 @@ mod sys;
 mod sysfs;
 #[path = "uapi/loop.rs"]
 mod uapi;
+#[path = "rust_loop/worker_cache.rs"]
+mod worker_cache;
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use device::{LoopDevice, State};
@@ -75,6 +77,10 @@ module! {
             default: 1,
             description: "Requests in flight on a hardware queue from which on queue_rq hands a single submitter's direct I/O to the worker (which submits on another CPU) instead of submitting it itself, and every submitter's from 16 on (or from this value, if larger); 0: always the worker (per device: /sys/block/loopN/rust_loop/nowait_max_depth). Default: 1",
         },
+        worker_linger_ms: u32 {
+            default: 500,
+            description: "Milliseconds an unbound device's worker threads are kept (up to twice that) for the next binding of the same device number, which then starts no thread; 0: stopped at unbinding. Default: 500",
+        },
     },
 }
 
@@ -84,7 +90,39 @@ const DEFAULT_MIN_COUNT: u32 = 8;
 kernel::sync::global_lock! {
     // SAFETY: Initialised in `LoopModule::init` before any device exists.
     /// Every device (`loop_index_idr`), visible or not (`LoopDevice::visible`).
-    unsafe(uninit) static DEVICES: Mutex<KVec<Arc<LoopDevice>>> = KVec::new();
+    unsafe(uninit) static DEVICES: Mutex<DeviceTable> = DeviceTable {
+        devices: KVec::new(),
+        adding: KVec::new(),
+    };
+}
+
+/// The table of devices ([`DEVICES`]): the devices, and the numbers of those being created.
+struct DeviceTable {
+    devices: KVec<Arc<LoopDevice>>,
+    /// Numbers taken by `LOOP_CTL_ADD`s that are still creating their device (its tag set and
+    /// disk are allocated outside the table's lock, as loop.c's `loop_add` does).
+    adding: KVec<u32>,
+}
+
+impl DeviceTable {
+    /// Whether `number` belongs to a device, or to one being created.
+    fn taken(&self, number: u32) -> bool {
+        self.devices.iter().any(|d| d.number == number) || self.adding.contains(&number)
+    }
+}
+
+impl core::ops::Deref for DeviceTable {
+    type Target = KVec<Arc<LoopDevice>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.devices
+    }
+}
+
+impl core::ops::DerefMut for DeviceTable {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.devices
+    }
 }
 
 kernel::sync::global_lock! {
@@ -108,6 +146,13 @@ static MAX_LOOP_LIMIT: AtomicU32 = AtomicU32::new(0);
 static QUEUE_DEPTH: AtomicU32 = AtomicU32::new(128);
 /// Hardware queues (and workers) of new devices.
 static NR_HW_QUEUES: AtomicU32 = AtomicU32::new(1);
+
+/// How long an unbound device's worker threads wait for its next binding ([`worker_cache`]).
+static WORKER_LINGER_MS: AtomicU32 = AtomicU32::new(500);
+
+fn worker_linger_ms() -> u32 {
+    WORKER_LINGER_MS.load(Ordering::Relaxed)
+}
 
 /// Stack that must remain for a NOWAIT submission from `queue_rq`.
 static NOWAIT_MIN_STACK: AtomicU32 = AtomicU32::new(8192);
@@ -166,32 +211,42 @@ fn loop_device_of(file: &sys::BackingFile) -> Option<Arc<LoopDevice>> {
 
 /// `loop_add`: creates `loop<index>`, or the lowest free number when `index` is negative.
 ///
-/// As loop.c, the table's lock covers choosing the number and entering the device, hidden; its
-/// disk is added (sysfs, uevent, tens of milliseconds) outside the lock, so that devices being
-/// added or removed at the same time do not wait for each other, and it is shown afterwards.
+/// As loop.c, the table's lock covers choosing the number (reserved in [`DeviceTable::adding`]
+/// while the device's tag set and disk are allocated) and entering the device, hidden; its disk
+/// is added (sysfs, uevent, tens of milliseconds) outside the lock, so that devices being added
+/// or removed at the same time do not wait for each other, and it is shown afterwards.
 fn add_device(index: i32) -> Result<u32> {
-    let dev = {
-        let mut devices = DEVICES.lock();
+    let number = {
+        let mut table = DEVICES.lock();
         let number = if index >= 0 {
             let n = index as u32;
-            if devices.iter().any(|d| d.number == n) {
+            if table.taken(n) {
                 return Err(EEXIST);
             }
             n
         } else {
             let mut n = 0;
-            while devices.iter().any(|d| d.number == n) {
+            while table.taken(n) {
                 n += 1;
             }
             n
         };
-        let dev = LoopDevice::new(
-            number,
-            part_shift(),
-            QUEUE_DEPTH.load(Ordering::Relaxed),
-            NR_HW_QUEUES.load(Ordering::Relaxed),
-        )?;
-        devices.push(dev.clone(), GFP_KERNEL)?;
+        table.adding.push(number, GFP_KERNEL)?;
+        number
+    };
+    // The tag set and the disk are allocated without the lock, the number reserved meanwhile,
+    // so that concurrent adds do not wait for each other's allocations (as loop.c's `loop_add`).
+    let made = LoopDevice::new(
+        number,
+        part_shift(),
+        QUEUE_DEPTH.load(Ordering::Relaxed),
+        NR_HW_QUEUES.load(Ordering::Relaxed),
+    );
+    let dev = {
+        let mut table = DEVICES.lock();
+        table.adding.retain(|n| *n != number);
+        let dev = made?;
+        table.push(dev.clone(), GFP_KERNEL)?;
         dev
     };
     let added = dev.add_disk();
@@ -250,6 +305,13 @@ pub(crate) fn drop_later<T: Send + 'static>(value: T) {
     if let Some(queue) = RELEASES.lock().as_ref() {
         // On failure the closure, and with it `value`, is dropped here.
         let _ = queue.try_spawn(GFP_KERNEL, move || drop(value));
+    }
+}
+
+/// Runs `f` with the module's release queue ([`RELEASES`]), unless module exit has taken it.
+pub(crate) fn on_release_queue(f: impl FnOnce(&sys::OwnedQueue)) {
+    if let Some(queue) = RELEASES.lock().as_ref() {
+        f(queue);
     }
 }
 
@@ -332,6 +394,10 @@ impl kernel::Module for LoopModule {
             module_parameters::max_cgroup_workers.value(),
             Ordering::Relaxed,
         );
+        WORKER_LINGER_MS.store(
+            module_parameters::worker_linger_ms.value(),
+            Ordering::Relaxed,
+        );
         MAX_LOOP_LIMIT.store(
             if max_loop > 0 { max_loop as u32 } else { 0 },
             Ordering::Relaxed,
@@ -341,12 +407,15 @@ impl kernel::Module for LoopModule {
             DEVICES.init();
             RELEASES.init();
             VALIDATE.init();
+            worker_cache::init();
         }
+        let reaper = worker_cache::new_reaper()?;
 
         let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;
         let major = sys::BlockMajor::register(bindings::LOOP_MAJOR, c"loop", probe)?;
         // Last of the steps that can fail: the module's drop destroys it.
         *RELEASES.lock() = Some(sys::OwnedQueue::new_unbound(c"rust_loop_release")?);
+        worker_cache::open(reaper);
         let count = if max_loop >= 0 {
             max_loop as u32
         } else {
@@ -369,10 +438,12 @@ impl Drop for LoopModule {
         drop(self.control.take());
         // Nobody can reach the table any more: the control device and major are gone, and no
         // device is open or bound (either would hold a module reference).
-        let devices = core::mem::take(&mut *DEVICES.lock());
+        let devices = core::mem::take(&mut DEVICES.lock().devices);
         for dev in devices.iter() {
             drop(dev.remove());
         }
+        // Stops the parked worker threads and the reaper, which runs on the release queue.
+        worker_cache::close();
         // Runs the teardowns still queued before the module's code goes away; taken out first,
         // so that the lock is not held while the queue drains.
         let releases = RELEASES.lock().take();

@@ -201,17 +201,20 @@ struct HwQueues(UnsafeCell<KVec<HwQueue>>);
 impl HwQueues {
     /// Starts `count` (at least one) workers for `loop<number>`: `loopN` runs hardware queue 0,
     /// `loopN-K` queue K; queue K's request counter starts at `requests[K]` (0 past its end).
-    /// May sleep.
+    /// Takes the threads that the device number's last unbinding parked
+    /// ([`crate::worker_cache`]) where they are still there. May sleep.
     fn start(number: u32, count: u32, requests: &[u64]) -> Result<KVec<HwQueue>> {
         let mut queues = KVec::with_capacity(count.max(1) as usize, GFP_KERNEL)?;
         for q in 0..count.max(1) {
-            let name = if q == 0 {
-                CString::try_from_fmt(fmt!("loop{}", number))?
-            } else {
-                CString::try_from_fmt(fmt!("loop{}-{}", number, q))?
+            let worker = match crate::worker_cache::take(number, q) {
+                Some(worker) => worker,
+                None if q == 0 => {
+                    KthreadWorker::new(&CString::try_from_fmt(fmt!("loop{}", number))?)?
+                }
+                None => KthreadWorker::new(&CString::try_from_fmt(fmt!("loop{}-{}", number, q))?)?,
             };
             let queue = HwQueue {
-                worker: KthreadWorker::new(&name)?,
+                worker,
                 requests: AtomicU64::new(requests.get(q as usize).copied().unwrap_or(0)),
                 load: LoadTracker::new(),
             };
@@ -1006,11 +1009,12 @@ impl LoopDevice {
             }
             old
         };
-        // Drained: no command holds a worker. Dropping them stops their threads (after the
-        // last command's work function has returned); `kthread_stop` waits for each thread's
-        // exit, which the closer need not wait for: the module's release queue does (and
-        // module exit drains it). A device bound again meanwhile starts new threads.
-        crate::drop_later(workers);
+        // Drained: no command holds a worker. Parked for the number's next binding, then
+        // stopped on the module's release queue (`kthread_stop` waits for each thread's exit,
+        // which the closer need not wait for; module exit drains the queue).
+        for (q, HwQueue { worker, .. }) in (0u32..).zip(workers) {
+            crate::worker_cache::park(self.number, q, worker);
+        }
         *self.part_stamp.lock() = None;
         self.cgroup_workers.stop_all();
         let (old_gfp, module_ref) = {

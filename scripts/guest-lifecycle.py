@@ -9,7 +9,11 @@ device exists beforehand:
   2. the lifecycle of LIFECYCLE_N devices, from 1 task and from LIFECYCLE_TASKS tasks (processes,
      each its own range of device numbers): LOOP_CTL_ADD N, open /dev/loopN, LOOP_CONFIGURE on a
      1 MiB backing file, read one 4 KiB block (O_DIRECT), LOOP_CLR_FD + close, LOOP_CTL_REMOVE N;
-     devices per second and p50/p99 latency of each step.
+     devices per second and p50/p99 latency of each step. LIFECYCLE_NUMBERS (default
+     "distinct,lowest") runs it once per way of numbering the devices: "distinct" gives every
+     device a number of its own (LOOP_CTL_ADD N, each task its own range), "lowest" takes the
+     lowest free number (LOOP_CTL_ADD -1, as losetup -f ends up doing once the devices are
+     gone), so numbers come back as devices are removed.
 Writes LIFECYCLE_OUT/lifecycle.json and prints a table.
 """
 
@@ -36,6 +40,7 @@ N = int(ENV.get("LIFECYCLE_N", "1000"))
 TASKS = int(ENV.get("LIFECYCLE_TASKS", "8"))
 IDLE = int(ENV.get("LIFECYCLE_IDLE", "1000"))
 DRIVERS = ENV.get("LIFECYCLE_DRIVERS", "loop,rust_loop").split(",")
+NUMBERS = ENV.get("LIFECYCLE_NUMBERS", "distinct,lowest").split(",")
 OUT = ENV.get("LIFECYCLE_OUT", os.path.join(ROOT, "results", "lifecycle"))
 KO = os.path.join(ROOT, "rust_loop.ko")
 WORK = "/tmp/lifecycle"
@@ -65,7 +70,7 @@ def unload():
 def load(driver):
     unload()
     cmd = (["modprobe", "loop", "max_loop=0"] if driver == "loop"
-           else ["insmod", KO, "max_loop=0"])
+           else ["insmod", KO, "max_loop=0"] + ENV.get("LIFECYCLE_RUST_LOOP_PARAMS", "").split())
     for _ in range(50):
         if sh(cmd, check=False).returncode == 0:
             break
@@ -135,8 +140,9 @@ def idle_cost(driver):
 
 
 def one_device(ctl, i, backing_fd, buf, lat):
+    """One device's lifecycle: number i, or the lowest free one if i is None."""
     t = time.perf_counter()
-    ioctl(ctl, LOOP_CTL_ADD, i)
+    i = ioctl(ctl, LOOP_CTL_ADD, -1 if i is None else i)
     t1 = time.perf_counter()
     path = f"/dev/loop{i}"
     for _ in range(2000):  # devtmpfs makes the node at add_disk: normally there at once
@@ -175,7 +181,7 @@ def one_device(ctl, i, backing_fd, buf, lat):
         lat[s].append(b - a)
 
 
-def worker(first, count, backing, q):
+def worker(first, count, backing, q, lowest):
     lat = {s: [] for s in STEPS}
     ctl = os.open("/dev/loop-control", os.O_RDWR)
     bfd = os.open(backing, os.O_RDONLY)
@@ -183,7 +189,7 @@ def worker(first, count, backing, q):
     err = None
     try:
         for i in range(first, first + count):
-            one_device(ctl, i, bfd, buf, lat)
+            one_device(ctl, None if lowest else i, bfd, buf, lat)
     except Exception as e:  # noqa: BLE001 - reported to the parent
         err = str(e)
     os.close(bfd)
@@ -191,12 +197,13 @@ def worker(first, count, backing, q):
     q.put((lat, err))
 
 
-def lifecycle(driver, tasks, backing):
+def lifecycle(driver, tasks, backing, numbers):
     load(driver)
     settle()
     per = N // tasks
     q = multiprocessing.Queue()
-    procs = [multiprocessing.Process(target=worker, args=(k * per, per, backing, q))
+    procs = [multiprocessing.Process(target=worker,
+                                     args=(k * per, per, backing, q, numbers == "lowest"))
              for k in range(tasks)]
     t0 = time.perf_counter()
     for p in procs:
@@ -209,7 +216,7 @@ def lifecycle(driver, tasks, backing):
     errors = [e for _, e in results if e]
     lat = {s: [x for r, _ in results for x in r[s]] for s in STEPS}
     done = len(lat["remove"])
-    res = {"driver": driver, "tasks": tasks, "devices": done, "wall_s": wall,
+    res = {"driver": driver, "tasks": tasks, "numbers": numbers, "devices": done, "wall_s": wall,
            "devices_per_s": done / wall if wall else 0, "errors": errors}
     for s in STEPS:
         xs = sorted(lat[s])
@@ -231,20 +238,23 @@ def main():
         print(f"{d}: idle cost of {IDLE} unbound devices", flush=True)
         res["idle"][d] = idle_cost(d)
         print(f"  {json.dumps(res['idle'][d])}", flush=True)
-        for tasks in (1, TASKS):
-            print(f"{d}: lifecycle of {N} devices from {tasks} task(s)", flush=True)
-            r = lifecycle(d, tasks, backing)
-            res["runs"].append(r)
-            print(f"  {r['devices']} devices in {r['wall_s']:.1f}s: {r['devices_per_s']:.1f}/s"
-                  + (f"; errors: {r['errors']}" if r["errors"] else ""), flush=True)
+        for numbers in NUMBERS:
+            for tasks in (1, TASKS):
+                print(f"{d}: lifecycle of {N} devices from {tasks} task(s), {numbers} numbers",
+                      flush=True)
+                r = lifecycle(d, tasks, backing, numbers)
+                res["runs"].append(r)
+                print(f"  {r['devices']} devices in {r['wall_s']:.1f}s: {r['devices_per_s']:.1f}/s"
+                      + (f"; errors: {r['errors']}" if r["errors"] else ""), flush=True)
     unload()
     with open(os.path.join(OUT, "lifecycle.json"), "w") as f:
         json.dump(res, f, indent=1)
     # The table.
-    L = ["| driver | tasks | devices/s | " + " | ".join(f"{s} p50/p99 ms" for s in STEPS) + " |",
-         "|---|--:|--:|" + "--:|" * len(STEPS)]
+    L = ["| driver | numbers | tasks | devices/s | "
+         + " | ".join(f"{s} p50/p99 ms" for s in STEPS) + " |",
+         "|---|---|--:|--:|" + "--:|" * len(STEPS)]
     for r in res["runs"]:
-        L.append(f"| {r['driver']} | {r['tasks']} | {r['devices_per_s']:.1f} | "
+        L.append(f"| {r['driver']} | {r['numbers']} | {r['tasks']} | {r['devices_per_s']:.1f} | "
                  + " | ".join(f"{r.get(s + '_p50_ms', 0):.2f} / {r.get(s + '_p99_ms', 0):.2f}"
                               for s in STEPS) + " |")
     L += ["", "| driver | idle device: KiB MemAvailable | KiB slab | KiB vmalloc | KiB percpu | kernel threads |",
@@ -254,12 +264,13 @@ def main():
         L.append(f"| {d} | {k['MemAvailable']:.1f} | {k['Slab']:.1f} | {k['VmallocUsed']:.1f} | "
                  f"{k['Percpu']:.1f} | {v['kthreads_per_device']:.2f} |")
     ratios = []
-    for tasks in (1, TASKS):
-        c = next((r for r in res["runs"] if r["driver"] == "loop" and r["tasks"] == tasks), None)
-        rr = next((r for r in res["runs"] if r["driver"] == "rust_loop" and r["tasks"] == tasks), None)
-        if c and rr and c["devices_per_s"]:
-            ratios.append(f"{tasks} task(s): rust_loop / C loop devices per second = "
-                          f"{rr['devices_per_s'] / c['devices_per_s']:.2f}")
+    for numbers in NUMBERS:
+        for tasks in (1, TASKS):
+            c, rr = (next((r for r in res["runs"] if r["driver"] == d and r["tasks"] == tasks
+                           and r["numbers"] == numbers), None) for d in ("loop", "rust_loop"))
+            if c and rr and c["devices_per_s"]:
+                ratios.append(f"{tasks} task(s), {numbers} numbers: rust_loop / C loop devices "
+                              f"per second = {rr['devices_per_s'] / c['devices_per_s']:.2f}")
     L += [""] + ratios
     md = "\n".join(L) + "\n"
     with open(os.path.join(OUT, "summary.md"), "w") as f:

@@ -4,6 +4,9 @@
 #
 #   scripts/lifecycle.sh
 #   LIFECYCLE_N=1000 LIFECYCLE_TASKS=8 LIFECYCLE_IDLE=1000 scripts/lifecycle.sh
+#   LIFECYCLE_NUMBERS=lowest scripts/lifecycle.sh   # distinct (each device its own number), lowest
+#                                                   # (the lowest free one), or both (default)
+#   LIFECYCLE_RUST_LOOP_PARAMS="worker_linger_ms=0" scripts/lifecycle.sh   # rust_loop's insmod parameters
 #
 # Results in results/lifecycle/: lifecycle.json, summary.md.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -11,6 +14,8 @@ cd "$ROOT"
 for v in LIFECYCLE_N LIFECYCLE_TASKS LIFECYCLE_IDLE; do
 	[[ "${!v:-1}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive number"
 done
+[[ "${LIFECYCLE_NUMBERS:-distinct}" =~ ^(distinct|lowest)(,(distinct|lowest))*$ ]] ||
+	die "LIFECYCLE_NUMBERS must be distinct, lowest or both, comma-separated"
 if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ] && [ "${BENCH_NO_SETUP:-0}" != 1 ]; then
 	bash scripts/setup.sh
 fi
@@ -19,4 +24,6 @@ make -s modules >&2 || die "module build failed"
 mkdir -p results/lifecycle
 bash scripts/vm.sh -- env LIFECYCLE_N="${LIFECYCLE_N:-1000}" LIFECYCLE_TASKS="${LIFECYCLE_TASKS:-8}" \
 	LIFECYCLE_IDLE="${LIFECYCLE_IDLE:-1000}" LIFECYCLE_DRIVERS="${LIFECYCLE_DRIVERS:-loop,rust_loop}" \
+	LIFECYCLE_NUMBERS="${LIFECYCLE_NUMBERS:-distinct,lowest}" \
+	LIFECYCLE_RUST_LOOP_PARAMS="${LIFECYCLE_RUST_LOOP_PARAMS:-}" \
 	python3 scripts/guest-lifecycle.py || die "the lifecycle benchmark failed (see above)"

@@ -55,6 +55,65 @@ t_mq_param_sets_queues_and_workers() {
 	detach "$dev"
 }
 
+# thread_pid NAME: the PID of the kernel thread called NAME (empty if none)
+thread_pid() { ps -e -o pid=,comm= | awk -v n="$1" '$2 == n { print $1 }' | xargs; }
+# wait_no_workers N SECONDS: loopN's worker threads are gone within SECONDS
+wait_no_workers() {
+	local i
+	for i in $(seq $(($2 * 10))); do
+		[ -z "$(worker_threads "$1")" ] && return 0
+		sleep 0.1
+	done
+	fail "worker threads of loop$1 still there after $2 s: $(worker_threads "$1")"
+}
+
+# Unbinding parks the device's threads for worker_linger_ms: binding the same number takes the
+# same threads back (no thread started), another number does not, the reaper stops what nobody
+# took, module unload stops parked threads, and worker_linger_ms=0 stops them at unbinding.
+t_mq_workers_kept_for_rebinding() {
+	is_rust || return 0 # rust_loop's own module parameter
+	load_rust_loop max_loop=2 nr_hw_queues=2 worker_linger_ms=20000
+	mkimg "$T/img" 8M
+	local dev p0 p1
+	dev=$(attach "$T/img")
+	assert_eq "$dev" /dev/loop0 "attached device"
+	p0=$(thread_pid loop0)
+	p1=$(thread_pid loop0-1)
+	[ -n "$p0" ] && [ -n "$p1" ] || fail "no worker threads for bound loop0: '$p0' '$p1'"
+	detach "$dev"
+	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "threads of loop0 parked after detaching"
+	dev=$(attach "$T/img")
+	assert_eq "$dev" /dev/loop0 "attached device again"
+	assert_eq "$(thread_pid loop0)" "$p0" "loop0's thread taken back by its next binding"
+	assert_eq "$(thread_pid loop0-1)" "$p1" "loop0-1's thread taken back by its next binding"
+	dd if=/dev/urandom of="$dev" bs=64k count=16 oflag=direct status=none
+	cmp -n 1M "$dev" "$T/img" || fail "data differs on reused worker threads"
+	detach "$dev"
+	# loop1 starts threads of its own; loop0's stay parked.
+	losetup /dev/loop1 "$T/img" || fail "losetup /dev/loop1 failed"
+	assert_workers 1 "loop1 loop1-1" "worker threads of bound loop1"
+	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "loop0's threads still parked"
+	detach /dev/loop1
+	# Unloading stops parked threads (robust-module checks the same over many cycles).
+	unload_loop_drivers
+	assert_eq "$(worker_threads 0)$(worker_threads 1)" "" "threads left after unloading"
+	# The reaper: parked threads stop after 1-2 s.
+	load_rust_loop max_loop=1 worker_linger_ms=1000
+	dev=$(attach "$T/img")
+	p0=$(thread_pid loop0)
+	detach "$dev"
+	wait_no_workers 0 15
+	dev=$(attach "$T/img")
+	[ "$(thread_pid loop0)" != "$p0" ] || fail "thread $p0 reused after the reaper ran"
+	detach "$dev"
+	# worker_linger_ms=0: stopped at unbinding.
+	load_rust_loop max_loop=1 worker_linger_ms=0
+	dev=$(attach "$T/img")
+	assert_workers 0 "loop0" "worker threads with worker_linger_ms=0"
+	detach "$dev"
+	assert_workers 0 "" "worker threads after detaching with worker_linger_ms=0"
+}
+
 t_mq_sysfs_knob_on_unbound_device() {
 	load_rust_loop max_loop=1
 	local q=/sys/block/loop0/rust_loop/nr_hw_queues

@@ -8,7 +8,11 @@
 //! C header: [`include/linux/workqueue.h`](srctree/include/linux/workqueue.h).
 
 use core::{ops::Deref, ptr::NonNull};
-use kernel::{bindings, prelude::*, workqueue::Queue};
+use kernel::{
+    bindings,
+    prelude::*,
+    workqueue::{DelayedWork, Queue},
+};
 
 /// A workqueue allocated by the module. Dropping it runs every item still queued, then frees
 /// it (`destroy_workqueue`), so code queued on it cannot outlive its owner.
@@ -62,4 +66,20 @@ impl Drop for OwnedQueue {
         // can queue on it any more, as that takes a borrow of `self`.
         unsafe { bindings::destroy_workqueue(self.ptr.as_ptr()) }
     }
+}
+
+/// Runs `work` now if it is queued with a delay, and waits until it has run
+/// (`flush_delayed_work`); returns at once if it is not queued. The kernel crate can queue a
+/// delayed item but neither flush nor cancel one, which a module must do before the queue or
+/// the item's code goes away.
+pub(crate) fn flush_delayed_work<T: ?Sized, const ID: u64>(work: &DelayedWork<T, ID>) {
+    // SAFETY: `work` is a valid, aligned `DelayedWork`, so `raw_as_work` yields the
+    // `work_struct` of its `delayed_work`.
+    let work = unsafe { DelayedWork::raw_as_work(work) }.cast::<bindings::work_struct>();
+    // SAFETY: The `work_struct` is the `work` field of a `struct delayed_work`, initialised by
+    // `DelayedWork::new` (which a `&DelayedWork` implies); flushing may sleep, as may callers
+    // of this function.
+    unsafe {
+        bindings::flush_delayed_work(kernel::container_of!(work, bindings::delayed_work, work))
+    };
 }
