@@ -107,6 +107,14 @@ def kthreads():
     return n
 
 
+def cpu_busy_s():
+    """Seconds of CPU time the guest spent busy (all CPUs: /proc/stat, everything but idle and
+    iowait), so that a run's CPU time per device can be told from its waiting."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def settle():
     sh(["udevadm", "settle", "-t", "120"], check=False)
 
@@ -205,7 +213,7 @@ def lifecycle(driver, tasks, backing, numbers):
     procs = [multiprocessing.Process(target=worker,
                                      args=(k * per, per, backing, q, numbers == "lowest"))
              for k in range(tasks)]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_busy_s()
     for p in procs:
         p.start()
     results = [q.get() for _ in procs]
@@ -213,11 +221,13 @@ def lifecycle(driver, tasks, backing, numbers):
         p.join()
     wall = time.perf_counter() - t0
     settle()
+    cpu = cpu_busy_s() - c0
     errors = [e for _, e in results if e]
     lat = {s: [x for r, _ in results for x in r[s]] for s in STEPS}
     done = len(lat["remove"])
     res = {"driver": driver, "tasks": tasks, "numbers": numbers, "devices": done, "wall_s": wall,
-           "devices_per_s": done / wall if wall else 0, "errors": errors}
+           "devices_per_s": done / wall if wall else 0, "errors": errors,
+           "cpu_ms_per_device": cpu * 1e3 / done if done else 0}
     for s in STEPS:
         xs = sorted(lat[s])
         if xs:
@@ -250,11 +260,12 @@ def main():
     with open(os.path.join(OUT, "lifecycle.json"), "w") as f:
         json.dump(res, f, indent=1)
     # The table.
-    L = ["| driver | numbers | tasks | devices/s | "
+    L = ["| driver | numbers | tasks | devices/s | CPU ms/device | "
          + " | ".join(f"{s} p50/p99 ms" for s in STEPS) + " |",
-         "|---|---|--:|--:|" + "--:|" * len(STEPS)]
+         "|---|---|--:|--:|--:|" + "--:|" * len(STEPS)]
     for r in res["runs"]:
         L.append(f"| {r['driver']} | {r['numbers']} | {r['tasks']} | {r['devices_per_s']:.1f} | "
+                 f"{r['cpu_ms_per_device']:.1f} | "
                  + " | ".join(f"{r.get(s + '_p50_ms', 0):.2f} / {r.get(s + '_p99_ms', 0):.2f}"
                               for s in STEPS) + " |")
     L += ["", "| driver | idle device: KiB MemAvailable | KiB slab | KiB vmalloc | KiB percpu | kernel threads |",
