@@ -26,6 +26,7 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::{Arc, Mutex, SpinLock},
+    types::ScopeGuard,
 };
 
 /// `LO_NAME_SIZE`.
@@ -221,6 +222,14 @@ impl HwQueues {
             queues.push(queue, GFP_KERNEL)?;
         }
         Ok(queues)
+    }
+
+    /// Parks the workers of `queues`, the hardware queues of `loop<number>`, for its next
+    /// binding ([`crate::worker_cache`]), which stops them if nobody takes them in time.
+    fn park(number: u32, queues: KVec<HwQueue>) {
+        for (q, HwQueue { worker, .. }) in (0u32..).zip(queues) {
+            crate::worker_cache::park(number, q, worker);
+        }
     }
 
     fn replace(
@@ -819,8 +828,13 @@ impl LoopDevice {
         if config.block_size != 0 && !valid_block_size(config.block_size as usize) {
             return Err(EINVAL);
         }
-        // The workers run only while the device is bound; on a later failure they stop again.
-        let queues = HwQueues::start(self.number, self.nr_hw_queues(), &cfg.retired_requests)?;
+        // The workers run only while the device is bound; on a later failure they are parked
+        // again (a retry with corrected arguments takes them back).
+        let number = self.number;
+        let queues = ScopeGuard::new_with_data(
+            HwQueues::start(number, self.nr_hw_queues(), &cfg.retired_requests)?,
+            move |queues| HwQueues::park(number, queues),
+        );
         self.apply_info(&mut cfg, info)?;
         let mut flags = info.lo_flags;
         if !file.is_writable() || mode & BLK_OPEN_WRITE == 0 {
@@ -865,7 +879,7 @@ impl LoopDevice {
             let idle = unsafe { DataPathIdle::unbound(&cfg) };
             self.publish_io(&idle, Some(file));
             // The old value is empty (unbound).
-            drop(self.hw_queues.replace(&cfg, &idle, queues));
+            drop(self.hw_queues.replace(&cfg, &idle, queues.dismiss()));
         }
         self.set_state(State::Bound);
         // A bound device keeps the module loaded until it is cleared.
@@ -1012,9 +1026,7 @@ impl LoopDevice {
         // Drained: no command holds a worker. Parked for the number's next binding, then
         // stopped on the module's release queue (`kthread_stop` waits for each thread's exit,
         // which the closer need not wait for; module exit drains the queue).
-        for (q, HwQueue { worker, .. }) in (0u32..).zip(workers) {
-            crate::worker_cache::park(self.number, q, worker);
-        }
+        HwQueues::park(self.number, workers);
         *self.part_stamp.lock() = None;
         self.cgroup_workers.stop_all();
         let (old_gfp, module_ref) = {

@@ -89,6 +89,10 @@ t_mq_workers_kept_for_rebinding() {
 	dd if=/dev/urandom of="$dev" bs=64k count=16 oflag=direct status=none
 	cmp -n 1M "$dev" "$T/img" || fail "data differs on reused worker threads"
 	detach "$dev"
+	# A LOOP_CONFIGURE that fails after taking the threads (EINVAL from the loop_info64 checks)
+	# parks them again.
+	expect_errno EINVAL /dev/loop0 configure "$T/img" --encrypt-type 1
+	assert_eq "$(thread_pid loop0) $(thread_pid loop0-1)" "$p0 $p1" "threads parked again after a failed configure"
 	# loop1 starts threads of its own; loop0's stay parked.
 	losetup /dev/loop1 "$T/img" || fail "losetup /dev/loop1 failed"
 	assert_workers 1 "loop1 loop1-1" "worker threads of bound loop1"
