@@ -302,10 +302,10 @@ fn remove_device(index: i32) -> Result<u32> {
 /// teardowns that wait (grace periods, thread exits) and that nobody needs to wait for. Drops it
 /// here should the queue item not allocate.
 pub(crate) fn drop_later<T: Send + 'static>(value: T) {
-    if let Some(queue) = RELEASES.lock().as_ref() {
-        // On failure the closure, and with it `value`, is dropped here.
+    // Without the queue, or on failure, the closure, and with it `value`, is dropped here.
+    on_release_queue(move |queue| {
         let _ = queue.try_spawn(GFP_KERNEL, move || drop(value));
-    }
+    });
 }
 
 /// Runs `f` with the module's release queue ([`RELEASES`]), unless module exit has taken it.

@@ -76,10 +76,11 @@ pub(crate) fn flush_delayed_work<T: ?Sized, const ID: u64>(work: &DelayedWork<T,
     // SAFETY: `work` is a valid, aligned `DelayedWork`, so `raw_as_work` yields the
     // `work_struct` of its `delayed_work`.
     let work = unsafe { DelayedWork::raw_as_work(work) }.cast::<bindings::work_struct>();
-    // SAFETY: The `work_struct` is the `work` field of a `struct delayed_work`, initialised by
+    // SAFETY: `work` is the `work` field of a `struct delayed_work` (that of `DelayedWork`), so
+    // its container is within the same object.
+    let dwork = unsafe { kernel::container_of!(work, bindings::delayed_work, work) };
+    // SAFETY: `dwork` is the `struct delayed_work` around that `work_struct`, initialised by
     // `DelayedWork::new` (which a `&DelayedWork` implies); flushing may sleep, as may callers
     // of this function.
-    unsafe {
-        bindings::flush_delayed_work(kernel::container_of!(work, bindings::delayed_work, work))
-    };
+    unsafe { bindings::flush_delayed_work(dwork) };
 }
