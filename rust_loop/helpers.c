@@ -479,16 +479,53 @@ const unsigned int rust_loop_c_consts_len = ARRAY_SIZE(rust_loop_c_consts);
  * whenever it publishes its configuration (binding, LOOP_SET_STATUS, LOOP_CHANGE_FD, ...).
  */
 static char nowait_fs[256] = "xfs,ext4";
-module_param_string(nowait_fs, nowait_fs, sizeof(nowait_fs), 0644);
+/*
+ * Guards nowait_fs. Not the module's parameter lock (kernel_param_lock): a device reads the list
+ * with its queue frozen, and the parameter lock is held around allocations elsewhere
+ * (param_set_charp), which may wait for that queue's I/O under reclaim (lockdep: param_lock ->
+ * fs_reclaim -> q_usage_counter). The set and get below run under the parameter lock and take
+ * this one inside it.
+ */
+static DEFINE_SPINLOCK(nowait_fs_lock);
+
+/* param_set_copystring, under nowait_fs_lock. */
+static int nowait_fs_set(const char *val, const struct kernel_param *kp)
+{
+	if (strlen(val) + 1 > sizeof(nowait_fs)) {
+		pr_err("%s: string doesn't fit in %zu chars.\n", kp->name, sizeof(nowait_fs) - 1);
+		return -ENOSPC;
+	}
+	spin_lock(&nowait_fs_lock);
+	strscpy(nowait_fs, val, sizeof(nowait_fs));
+	spin_unlock(&nowait_fs_lock);
+	return 0;
+}
+
+/* param_get_string, under nowait_fs_lock. */
+static int nowait_fs_get(char *buffer, const struct kernel_param *kp)
+{
+	int n;
+
+	spin_lock(&nowait_fs_lock);
+	n = scnprintf(buffer, PAGE_SIZE, "%s\n", nowait_fs);
+	spin_unlock(&nowait_fs_lock);
+	return n;
+}
+
+static const struct kernel_param_ops nowait_fs_ops = {
+	.set = nowait_fs_set,
+	.get = nowait_fs_get,
+};
+module_param_cb(nowait_fs, &nowait_fs_ops, NULL, 0644);
 MODULE_PARM_DESC(nowait_fs,
 		 "File system types (comma-separated; \"bdev\" for block devices, \"all\" for every one, empty for none) on which queue_rq submits direct I/O itself (IOCB_NOWAIT); on others the worker does. Per device: /sys/block/loopN/rust_loop/nowait. Default: xfs,ext4");
 
 /* Copies nowait_fs into @buf (NUL-terminated, truncated to @len). */
 void rust_loop_nowait_fs_read(char *buf, size_t len)
 {
-	kernel_param_lock(THIS_MODULE);
+	spin_lock(&nowait_fs_lock);
 	strscpy(buf, nowait_fs, len);
-	kernel_param_unlock(THIS_MODULE);
+	spin_unlock(&nowait_fs_lock);
 }
 
 /* Whether @file's page cache honours IOCB_DONTCACHE (the check kiocb_set_rw_flags makes). */
