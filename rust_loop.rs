@@ -438,7 +438,16 @@ impl Drop for LoopModule {
         drop(self.control.take());
         // Nobody can reach the table any more: the control device and major are gone, and no
         // device is open or bound (either would hold a module reference).
-        let devices = core::mem::take(&mut DEVICES.lock().devices);
+        let (devices, adding) = {
+            let mut table = DEVICES.lock();
+            // Both vectors taken out, so that their buffers are freed with them (the static
+            // outlives the module: kmemleak on the debug kernel).
+            (
+                core::mem::take(&mut table.devices),
+                core::mem::take(&mut table.adding),
+            )
+        };
+        drop(adding);
         for dev in devices.iter() {
             drop(dev.remove());
         }

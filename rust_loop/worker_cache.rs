@@ -146,6 +146,9 @@ pub(crate) fn close() {
             None => break,
         }
     }
+    // Empty now; its buffer is freed with it (the static outlives the module: kmemleak on the
+    // debug kernel).
+    drop(core::mem::take(&mut PARKED.lock().workers));
     if let Some(reaper) = reaper {
         // A queued run finds nothing parked and does not arm itself again.
         sys::flush_delayed_work(&reaper.work);
