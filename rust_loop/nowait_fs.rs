@@ -25,9 +25,9 @@ extern "C" {
 /// (a [`crate::sys::BackingFile::fs_type`]).
 pub(crate) fn allows(fs: &CStr) -> bool {
     let mut buf = [0u8; LIST_LEN];
-    // SAFETY: `buf` is writable for `LIST_LEN` bytes; the helper writes at most that many,
-    // NUL included, under the list's own spinlock (not the module's parameter lock: the
-    // caller may hold a frozen queue).
+    // The helper takes the list's own spinlock, not the module's parameter lock (the caller
+    // may hold a frozen queue; rust_loop/helpers.c says why).
+    // SAFETY: `buf` is writable for `LIST_LEN` bytes; the helper writes at most that many.
     unsafe { rust_loop_nowait_fs_read(buf.as_mut_ptr().cast(), LIST_LEN) };
     let len = buf.iter().position(|&b| b == 0).unwrap_or(LIST_LEN);
     list_allows(&buf[..len], fs.to_bytes())
