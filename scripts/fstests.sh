@@ -27,13 +27,16 @@
 #                                        (0: no limit); the rest shows as not reached
 #   FSTESTS_BATCH     1                  tests per ./check run: ./check's own set-up (40-50 s
 #                                        under TCG) is paid once per batch; a test whose output
-#                                        does not move for FSTESTS_TIMEOUT counts as hung; the
+#                                        does not move for FSTESTS_TIMEOUT counts as hung
+#                                        (unless it still works: FSTESTS_SLOW_TIMEOUT); the
 #                                        counters are per batch then, not per test
 #   FSTESTS_ITER      1                  ./check runs of each test (up to the first that fails)
 #   FSTESTS_BACKING   xfs                file system of the scratch disk (xfs or ext4)
 #   FSTESTS_BACKING_OPTS ""              its mount options (e.g. lazytime)
 #   FSTESTS_DIO       on                 losetup --direct-io=on|off
 #   FSTESTS_TIMEOUT   900                seconds per ./check run before it counts as hung
+#   FSTESTS_SLOW_TIMEOUT 4 x TIMEOUT     batches: seconds without output that a batch still
+#                                        doing I/O or using CPU gets before it counts as hung
 #   FSTESTS_SYSRQ_T   0                  1: a hang also dumps every task (sysrq t), not only
 #                                        the blocked ones (sysrq w)
 #   FSTESTS_DISK_SIZE 12G                the scratch disk (sparse)
@@ -56,6 +59,7 @@ FSTESTS_TIMEOUT=${FSTESTS_TIMEOUT:-900}
 export FSTESTS_DRIVERS FSTESTS_FS FSTESTS_LIST FSTESTS_ITER FSTESTS_TIMEOUT
 [[ "$FSTESTS_ITER" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_ITER must be a positive number"
 [[ "$FSTESTS_TIMEOUT" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_TIMEOUT must be a number of seconds"
+[[ "${FSTESTS_SLOW_TIMEOUT:-1}" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_SLOW_TIMEOUT must be a number of seconds"
 [[ "${FSTESTS_DEADLINE:-1}" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_DEADLINE must be a number of seconds"
 [[ "${FSTESTS_BUDGET:-0}" =~ ^[0-9]+$ ]] || die "FSTESTS_BUDGET must be a number of seconds"
 [[ "${FSTESTS_BATCH:-1}" =~ ^[1-9][0-9]*$ ]] || die "FSTESTS_BATCH must be a positive number"
@@ -72,7 +76,7 @@ FSTESTS_PKGS=(
 	build-essential autoconf automake libtool-bin pkg-config
 	xfslibs-dev uuid-dev libattr1-dev libacl1-dev libaio-dev liburing-dev libgdbm-dev
 	libgdbm-compat-dev libcap-dev
-	attr acl quota bc psmisc gawk uuid-runtime xfsdump xfsprogs e2fsprogs btrfs-progs fio
+	attr acl quota bc psmisc gawk uuid-runtime xfsdump xfsprogs e2fsprogs btrfs-progs fio keyutils
 )
 
 # Installs the missing packages, in scripts/setup.sh's way.
@@ -208,10 +212,10 @@ n_pairs=$(($(wc -w <<<"$FSTESTS_DRIVERS") * $(wc -w <<<"$FSTESTS_FS")))
 deadline=${FSTESTS_DEADLINE:-$((${VM_BOOT_TIMEOUT:-300} * ${VM_BOOT_TRIES:-3} +
 	todo * (FSTESTS_TIMEOUT * FSTESTS_ITER + 180) + n_pairs * 180 + 300))}
 [ "${FSTESTS_BUDGET:-0}" = 0 ] || [ -n "${FSTESTS_DEADLINE:-}" ] ||
-	deadline=$((${VM_BOOT_TIMEOUT:-300} * ${VM_BOOT_TRIES:-3} + FSTESTS_BUDGET + FSTESTS_TIMEOUT + n_pairs * 180 + 300))
+	deadline=$((${VM_BOOT_TIMEOUT:-300} * ${VM_BOOT_TRIES:-3} + FSTESTS_BUDGET + ${FSTESTS_SLOW_TIMEOUT:-$((FSTESTS_TIMEOUT * 4))} + n_pairs * 180 + 300))
 
 pass=()
-for v in FSTESTS_DRIVERS FSTESTS_FS FSTESTS_LIST FSTESTS_ITER FSTESTS_TIMEOUT FSTESTS_BACKING FSTESTS_BACKING_OPTS \
+for v in FSTESTS_DRIVERS FSTESTS_FS FSTESTS_LIST FSTESTS_ITER FSTESTS_TIMEOUT FSTESTS_SLOW_TIMEOUT FSTESTS_BACKING FSTESTS_BACKING_OPTS \
 	FSTESTS_DIO FSTESTS_SYSRQ_T FSTESTS_FILE_SIZE FSTESTS_BUDGET FSTESTS_BATCH; do
 	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
 done

@@ -13,7 +13,10 @@
 # the kernel stacks of the tasks in D state, the blk-mq debugfs state of the loop devices and of
 # the scratch disk, and rust_loop's counters go to <test dir>/hang/. If the killed test or the
 # devices cannot be cleaned up (a deadlock leaves tasks in D state for ever), the run stops
-# there; the host lists what was not reached.
+# there; the host lists what was not reached. In a batch (FSTESTS_BATCH) the limit is on
+# ./check's output: FSTESTS_TIMEOUT seconds without output, unless the batch still works (its
+# loop devices complete I/O or its tasks use CPU: slow under TCG, not hung), then up to
+# FSTESTS_SLOW_TIMEOUT (4 x FSTESTS_TIMEOUT); output during the dump means it was slow too.
 #
 # Results (written as they come, the project directory is writable: a wedged or killed VM
 # leaves everything up to the test that hung), in $ROOT/results/fstests/:
@@ -35,6 +38,10 @@ BACKING=${FSTESTS_BACKING:-xfs}
 BACKING_OPTS=${FSTESTS_BACKING_OPTS:-}
 DIO=${FSTESTS_DIO:-on}
 LIMIT=${FSTESTS_TIMEOUT:-900}
+# A batch whose output has not moved for LIMIT seconds but which still works (its loop devices
+# complete I/O or its tasks use CPU) is slow, not hung: it gets up to SLOW_LIMIT seconds without
+# output before it counts as hung all the same.
+SLOW_LIMIT=${FSTESTS_SLOW_TIMEOUT:-$((LIMIT * 4))}
 BUDGET=${FSTESTS_BUDGET:-0}
 BATCH=${FSTESTS_BATCH:-1}
 FILE_SIZE=${FSTESTS_FILE_SIZE:-3G}
@@ -178,7 +185,7 @@ dump_hang() {
 	# ps reads /proc/PID/cmdline, which waits for the process's mmap lock.
 	bounded 20 ps -eo pid,ppid,stat,wchan:32,etime,args >"$dir/ps.txt" 2>&1
 	bounded 120 d_state_stacks >"$dir/d-state-stacks.txt" 2>&1
-	dmesg >"$dir/dmesg-before.txt"
+	dmesg >>"$dir/dmesg-before.txt"
 	dmesg -C
 	echo w >/proc/sysrq-trigger
 	sleep 2
@@ -214,6 +221,24 @@ stop_check() {
 	return 1
 }
 
+# activity PID: a number that grows while the ./check of session PID works: the I/Os its
+# loop devices completed and the CPU ticks of the session's tasks, their reaped children's
+# included (a test that runs many short commands, as generic/037's xattr loop, shows there).
+activity() {
+	local sum=0 f p st r w
+	for f in /sys/block/loop*/stat; do
+		read -r r _ _ _ w _ <"$f" 2>/dev/null || continue
+		sum=$((sum + r + w))
+	done
+	for p in $(pgrep -s "$1"); do
+		read -r st <"/proc/$p/stat" 2>/dev/null || continue
+		# Fields after "(comm) ": state is 1, utime 12, stime 13, cutime 14, cstime 15.
+		set -- ${st##*) }
+		sum=$((sum + ${12:-0} + ${13:-0} + ${14:-0} + ${15:-0}))
+	done
+	echo "$sum"
+}
+
 wedged=0
 # kill_hung DIR PID: a ./check that stopped moving: the state to DIR/hang, then the kill. Fails
 # (and marks the machine wedged) when tasks stay behind in D state.
@@ -239,11 +264,21 @@ run_check() {
 	# a file, not a pipe (a task in D state holding a pipe open would block the reader).
 	(cd "$FST" && exec setsid ./check "$t" >"$dir/check.out" 2>&1 </dev/null) &
 	pid=$!
+	local work work_at=$start s
+	work=$(activity "$pid")
 	while kill -0 "$pid" 2>/dev/null; do
-		if [ $(($(date +%s) - start)) -ge "$LIMIT" ]; then
-			log "$what: $t has not finished after ${LIMIT}s: dumping state to $dir/hang"
+		if [ $(($(date +%s) - start)) -ge "$LIMIT" ] && [ $(($(date +%s) - work_at)) -ge "$LIMIT" ]; then
+			# Still doing I/O or using CPU over the last LIMIT seconds: slow, not hung, up
+			# to SLOW_LIMIT.
+			s=$(activity "$pid")
+			if [ "$s" != "$work" ] && [ $(($(date +%s) - start)) -lt "$SLOW_LIMIT" ]; then
+				log "$what: $t still running after $(($(date +%s) - start))s, doing I/O or using CPU: slow, not hung (limit ${SLOW_LIMIT}s)"
+				work=$s work_at=$(date +%s)
+				continue
+			fi
+			log "$what: $t has not finished after $(($(date +%s) - start))s: dumping state to $dir/hang"
 			rc=124
-			note="timed out after ${LIMIT}s (hung? dumps in results/fstests/${dir#"$RES"/}/hang)"
+			note="timed out after $(($(date +%s) - start))s (hung? dumps in results/fstests/${dir#"$RES"/}/hang)"
 			kill_hung "$dir" "$pid" || note="$note; tasks left in D state after kill"
 			break
 		fi
@@ -357,6 +392,8 @@ run_batch() {
 	(cd "$FST" && exec setsid ./check "$@" >"$dir/check.out" 2>&1 </dev/null) &
 	pid=$!
 	start=$(date +%s) last=$start size=0
+	local work work_at=$start
+	work=$(activity "$pid")
 	# report_done: records the verdicts printed since the last call, in the batch's order (a
 	# test's line is complete once the next test has started or the run has ended).
 	report_done() {
@@ -376,11 +413,29 @@ run_batch() {
 			[ "$done_n" -ge ${#tests[@]} ] ||
 				echo "${tests[$done_n]}	$fs	$drv	$(date +%s)" >"$RES/current"
 		fi
-		if [ $(($(date +%s) - last)) -ge "$LIMIT" ]; then
-			hung=1
-			log "$drv/$fs: ${tests[$done_n]:-the batch} shows no progress for ${LIMIT}s: dumping state to $dir/hang"
-			kill_hung "$dir" "$pid"
-			break
+		if [ $(($(date +%s) - last)) -ge "$LIMIT" ] && [ $(($(date +%s) - work_at)) -ge "$LIMIT" ]; then
+			# No output for LIMIT seconds: still working (I/O, CPU) over the last LIMIT
+			# seconds, it is slow; then it has up to SLOW_LIMIT.
+			s=$(activity "$pid")
+			if [ "$s" != "$work" ] && [ $(($(date +%s) - last)) -lt "$SLOW_LIMIT" ]; then
+				log "$drv/$fs: ${tests[$done_n]:-the batch}: no output for $(($(date +%s) - last))s but still doing I/O or using CPU: slow, not hung (limit ${SLOW_LIMIT}s)"
+				work=$s work_at=$(date +%s)
+			else
+				log "$drv/$fs: ${tests[$done_n]:-the batch} shows no progress for $(($(date +%s) - last))s: dumping state to $dir/hang"
+				dump_hang "$dir/hang"
+				# Output during the dump: the test ended or moved on meanwhile, it was slow.
+				s=$(stat -c %s "$dir/check.out" 2>/dev/null || echo 0)
+				if [ "$s" != "$size" ]; then
+					log "$drv/$fs: output moved during the dump: slow, not hung; going on"
+					continue
+				fi
+				hung=1
+				stop_check "$pid" || {
+					bounded 20 ps -eo pid,ppid,stat,wchan:32,args >"$dir/hang/ps-after-kill.txt" 2>&1
+					wedged=1
+				}
+				break
+			fi
 		fi
 		sleep 1
 	done
@@ -399,7 +454,8 @@ run_batch() {
 	rm -f "$RES/current"
 	# fstests checks each test's kernel log itself (_check_dmesg); what it does not look for
 	# (hung-task reports) fails the batch as a whole.
-	splat=$(grep -E "$SPLAT" "$dir/dmesg" | head -1)
+	# (A dump clears the kernel log: what it held before is in hang/dmesg-before.txt.)
+	splat=$(cat "$dir/hang/dmesg-before.txt" "$dir/dmesg" 2>/dev/null | grep -E "$SPLAT" | head -1)
 	if [ -n "$splat" ]; then
 		printf '%s\t%s\t%s\tfail\t%s\t-\t-\t-\tkernel log: %s\n' "batch:$1" "$fs" "$drv" \
 			"$(($(date +%s) - start))" "$(echo "$splat" | cut -c1-80)" >>"$RES/verdicts.tsv"
