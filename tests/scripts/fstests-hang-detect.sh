@@ -11,7 +11,8 @@
 # helpers (kernel log, counters, the state dump) stubbed. Checks: a test that computes past the
 # limit passes (slow, not hung); one that sleeps past it fails as hung and is killed, and the
 # tests after it are left for the next batch; one that computes past the slow limit fails too;
-# a test that ends while the state is dumped is not counted as hung.
+# a test that ends while the state is dumped is not counted as hung; ./check is asked to keep
+# the batch's order (it sorts the tests otherwise, and the verdicts are read in that order).
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 # The functions of the guest script (not its top level, which wants a VM).
@@ -30,6 +31,7 @@ mkdir -p "$fst"
 cat >"$fst/check" <<'EOF'
 #!/usr/bin/env bash
 echo "FSTYP -- stub"
+[ "${1:-}" = --exact-order ] && shift || { echo "want --exact-order first"; exit 1; }
 for t in "$@"; do
 	printf '%s ' "$t"
 	a=${t#*/}
