@@ -239,6 +239,22 @@ activity() {
 	echo "$sum"
 }
 
+# overdue PID SINCE WHAT: whether the ./check of session PID, quiet since SINCE (its start, or
+# its last output), counts as hung now: LIMIT seconds past SINCE with no work (I/O, CPU) over
+# the last LIMIT seconds, or SLOW_LIMIT past SINCE. Slow but working, it logs so (as WHAT). Reads
+# and updates the caller's `work` and `work_at` (the last activity sample and when it was taken).
+overdue() {
+	local pid=$1 since=$2 what=$3 now s
+	now=$(date +%s)
+	[ $((now - since)) -ge "$LIMIT" ] && [ $((now - work_at)) -ge "$LIMIT" ] || return 1
+	s=$(activity "$pid")
+	if [ "$s" != "$work" ] && [ $((now - since)) -lt "$SLOW_LIMIT" ]; then
+		log "$what: quiet for $((now - since))s but still doing I/O or using CPU: slow, not hung (limit ${SLOW_LIMIT}s)"
+		work=$s work_at=$now
+		return 1
+	fi
+}
+
 wedged=0
 # kill_hung DIR PID: a ./check that stopped moving: the state to DIR/hang, then the kill. Fails
 # (and marks the machine wedged) when tasks stay behind in D state.
@@ -264,18 +280,10 @@ run_check() {
 	# a file, not a pipe (a task in D state holding a pipe open would block the reader).
 	(cd "$FST" && exec setsid ./check "$t" >"$dir/check.out" 2>&1 </dev/null) &
 	pid=$!
-	local work work_at=$start s
+	local work work_at=$start
 	work=$(activity "$pid")
 	while kill -0 "$pid" 2>/dev/null; do
-		if [ $(($(date +%s) - start)) -ge "$LIMIT" ] && [ $(($(date +%s) - work_at)) -ge "$LIMIT" ]; then
-			# Still doing I/O or using CPU over the last LIMIT seconds: slow, not hung, up
-			# to SLOW_LIMIT.
-			s=$(activity "$pid")
-			if [ "$s" != "$work" ] && [ $(($(date +%s) - start)) -lt "$SLOW_LIMIT" ]; then
-				log "$what: $t still running after $(($(date +%s) - start))s, doing I/O or using CPU: slow, not hung (limit ${SLOW_LIMIT}s)"
-				work=$s work_at=$(date +%s)
-				continue
-			fi
+		if overdue "$pid" "$start" "$what: $t"; then
 			log "$what: $t has not finished after $(($(date +%s) - start))s: dumping state to $dir/hang"
 			rc=124
 			note="timed out after $(($(date +%s) - start))s (hung? dumps in results/fstests/${dir#"$RES"/}/hang)"
@@ -414,29 +422,21 @@ run_batch() {
 			[ "$done_n" -ge ${#tests[@]} ] ||
 				echo "${tests[$done_n]}	$fs	$drv	$(date +%s)" >"$RES/current"
 		fi
-		if [ $(($(date +%s) - last)) -ge "$LIMIT" ] && [ $(($(date +%s) - work_at)) -ge "$LIMIT" ]; then
-			# No output for LIMIT seconds: still working (I/O, CPU) over the last LIMIT
-			# seconds, it is slow; then it has up to SLOW_LIMIT.
-			s=$(activity "$pid")
-			if [ "$s" != "$work" ] && [ $(($(date +%s) - last)) -lt "$SLOW_LIMIT" ]; then
-				log "$drv/$fs: ${tests[$done_n]:-the batch}: no output for $(($(date +%s) - last))s but still doing I/O or using CPU: slow, not hung (limit ${SLOW_LIMIT}s)"
-				work=$s work_at=$(date +%s)
-			else
-				log "$drv/$fs: ${tests[$done_n]:-the batch} shows no progress for $(($(date +%s) - last))s: dumping state to $dir/hang"
-				dump_hang "$dir/hang"
-				# Output during the dump: the test ended or moved on meanwhile, it was slow.
-				s=$(stat -c %s "$dir/check.out" 2>/dev/null || echo 0)
-				if [ "$s" != "$size" ]; then
-					log "$drv/$fs: output moved during the dump: slow, not hung; going on"
-					continue
-				fi
-				hung=1
-				stop_check "$pid" || {
-					bounded 20 ps -eo pid,ppid,stat,wchan:32,args >"$dir/hang/ps-after-kill.txt" 2>&1
-					wedged=1
-				}
-				break
+		if overdue "$pid" "$last" "$drv/$fs: ${tests[$done_n]:-the batch}"; then
+			log "$drv/$fs: ${tests[$done_n]:-the batch} shows no progress for $(($(date +%s) - last))s: dumping state to $dir/hang"
+			dump_hang "$dir/hang"
+			# Output during the dump: the test ended or moved on meanwhile, it was slow.
+			s=$(stat -c %s "$dir/check.out" 2>/dev/null || echo 0)
+			if [ "$s" != "$size" ]; then
+				log "$drv/$fs: output moved during the dump: slow, not hung; going on"
+				continue
 			fi
+			hung=1
+			stop_check "$pid" || {
+				bounded 20 ps -eo pid,ppid,stat,wchan:32,args >"$dir/hang/ps-after-kill.txt" 2>&1
+				wedged=1
+			}
+			break
 		fi
 		sleep 1
 	done

@@ -17,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 # The functions of the guest script (not its top level, which wants a VM).
 funcs=$tmp/funcs.sh
-for f in log bounded stop_check activity batch_verdict record_batch_verdict run_batch delta; do
+for f in log bounded stop_check activity overdue batch_verdict record_batch_verdict run_batch delta; do
 	awk -v f="$f() {" 'index($0, f) == 1 { on = 1; print; if (/}$/) on = 0; next } on { print } on && /^}/ { on = 0 }' \
 		scripts/guest-fstests.sh
 done >"$funcs"
