@@ -200,23 +200,16 @@ impl HwQueue {
 struct HwQueues(UnsafeCell<KVec<HwQueue>>);
 
 impl HwQueues {
-    /// Starts `count` (at least one) workers for `loop<number>`: `loopN` runs hardware queue 0,
-    /// `loopN-K` queue K; queue K's request counter starts at `requests[K]` (0 past its end).
-    /// Takes the threads that the device number's last unbinding parked
-    /// ([`crate::worker_cache`]) where they are still there. May sleep.
-    fn start(number: u32, count: u32, requests: &[u64]) -> Result<KVec<HwQueue>> {
-        let mut queues = KVec::with_capacity(count.max(1) as usize, GFP_KERNEL)?;
-        for q in 0..count.max(1) {
-            let worker = match crate::worker_cache::take(number, q) {
-                Some(worker) => worker,
-                None if q == 0 => {
-                    KthreadWorker::new(&CString::try_from_fmt(fmt!("loop{}", number))?)?
-                }
-                None => KthreadWorker::new(&CString::try_from_fmt(fmt!("loop{}-{}", number, q))?)?,
-            };
+    /// Starts `count` (at least one) workers; queue K's request counter starts at
+    /// `requests[K]` (0 past its end). Takes the threads that unbinding parked
+    /// ([`crate::worker_cache`]) where there are any. May sleep.
+    fn start(count: u32, requests: &[u64]) -> Result<KVec<HwQueue>> {
+        let count = count.max(1);
+        let mut queues = KVec::with_capacity(count as usize, GFP_KERNEL)?;
+        for q in 0..count as usize {
             let queue = HwQueue {
-                worker,
-                requests: AtomicU64::new(requests.get(q as usize).copied().unwrap_or(0)),
+                worker: crate::worker_cache::take_or_start()?,
+                requests: AtomicU64::new(requests.get(q).copied().unwrap_or(0)),
                 load: LoadTracker::new(),
             };
             queues.push(queue, GFP_KERNEL)?;
@@ -224,11 +217,11 @@ impl HwQueues {
         Ok(queues)
     }
 
-    /// Parks the workers of `queues`, the hardware queues of `loop<number>`, for its next
-    /// binding ([`crate::worker_cache`]), which stops them if nobody takes them in time.
-    fn park(number: u32, queues: KVec<HwQueue>) {
-        for (q, HwQueue { worker, .. }) in (0u32..).zip(queues) {
-            crate::worker_cache::park(number, q, worker);
+    /// Parks the workers of `queues` for the next binding ([`crate::worker_cache`]), which
+    /// stops them if nobody takes them in time.
+    fn park(queues: KVec<HwQueue>) {
+        for HwQueue { worker, .. } in queues {
+            crate::worker_cache::park(worker);
         }
     }
 
@@ -469,6 +462,15 @@ impl LoopDevice {
             return f(&mut cfg.retired_requests.iter().copied());
         }
         f(&mut queues.iter().map(|q| q.requests.load(Ordering::Relaxed)))
+    }
+
+    /// Calls `f` with the process IDs of the hardware queues' worker threads, in queue order
+    /// (none while the device is unbound).
+    pub(crate) fn worker_pids<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = i32>) -> R) -> R {
+        let _cfg = self.cfg.lock();
+        // SAFETY: The device mutex is held.
+        let queues = unsafe { self.hw_queues.all() };
+        f(&mut queues.iter().map(|q| q.worker.pid()))
     }
 
     /// The queue depth from which on a single submitter's direct I/O goes to the worker. When
@@ -830,10 +832,9 @@ impl LoopDevice {
         }
         // The workers run only while the device is bound; on a later failure they are parked
         // again (a retry with corrected arguments takes them back).
-        let number = self.number;
         let queues = ScopeGuard::new_with_data(
-            HwQueues::start(number, self.nr_hw_queues(), &cfg.retired_requests)?,
-            move |queues| HwQueues::park(number, queues),
+            HwQueues::start(self.nr_hw_queues(), &cfg.retired_requests)?,
+            HwQueues::park,
         );
         self.apply_info(&mut cfg, info)?;
         let mut flags = info.lo_flags;
@@ -1023,10 +1024,10 @@ impl LoopDevice {
             }
             old
         };
-        // Drained: no command holds a worker. Parked for the number's next binding, then
-        // stopped on the module's release queue (`kthread_stop` waits for each thread's exit,
-        // which the closer need not wait for; module exit drains the queue).
-        HwQueues::park(self.number, workers);
+        // Drained: no command holds a worker. Parked for the next binding, then stopped on the
+        // module's release queue (`kthread_stop` waits for each thread's exit, which the
+        // closer need not wait for; module exit drains the queue).
+        HwQueues::park(workers);
         *self.part_stamp.lock() = None;
         self.cgroup_workers.stop_all();
         let (old_gfp, module_ref) = {

@@ -233,6 +233,12 @@ bool rust_loop_disk_page_cache_dirty(struct gendisk *disk)
 	       mapping_tagged(mapping, PAGECACHE_TAG_WRITEBACK);
 }
 
+/* The process ID of @worker's thread (task_struct's layout is not bindgen's to read). */
+pid_t rust_loop_kthread_worker_pid(void *worker)
+{
+	return task_pid_nr(((struct kthread_worker *)worker)->task);
+}
+
 /* Whether the current task is a loop worker (rust_loop's or loop.c's set PF_LOCAL_THROTTLE). */
 bool rust_loop_task_is_loop_worker(void)
 {

@@ -12,6 +12,7 @@ void rust_loop_kiocb_start_write(struct kiocb *iocb);
 bool rust_loop_kiocb_start_write_trylock(struct kiocb *iocb);
 void rust_loop_kiocb_end_write(struct kiocb *iocb);
 bool rust_loop_in_fs_transaction(void);
+pid_t rust_loop_kthread_worker_pid(void *worker);
 bool rust_loop_task_is_loop_worker(void);
 unsigned long rust_loop_stack_remaining(void);
 unsigned int rust_loop_task_flags_set(unsigned int flags);

@@ -67,7 +67,16 @@ static COUNTER_ATTRS: [Attr; N_COUNTERS] = {
     attrs
 };
 
-static KNOB_ATTRS: [Attr; 5] = [
+/// Writes `values` space-separated, and a newline.
+fn list<T: core::fmt::Display>(page: &mut Page<'_>, values: &mut dyn Iterator<Item = T>) -> Result {
+    for (i, n) in values.enumerate() {
+        let sep = if i == 0 { "" } else { " " };
+        write!(page, "{sep}{n}").map_err(|_| EINVAL)?;
+    }
+    page.write_str("\n").map_err(|_| EINVAL)
+}
+
+static KNOB_ATTRS: [Attr; 6] = [
     // The in-flight depth from which a single task's direct I/O goes to the worker (and every
     // task's from 16 on, or from N if larger); any time, the next request sees it. EINVAL
     // unless a `u32`.
@@ -88,13 +97,12 @@ static KNOB_ATTRS: [Attr; 5] = [
     ),
     // Requests started per hardware queue, space-separated.
     Attr::ro(c"hw_queue_requests", |lo, _, page| {
-        lo.hw_queue_requests(|counts| {
-            for (i, n) in counts.enumerate() {
-                let sep = if i == 0 { "" } else { " " };
-                write!(page, "{sep}{n}").map_err(|_| EINVAL)?;
-            }
-            page.write_str("\n").map_err(|_| EINVAL)
-        })
+        lo.hw_queue_requests(|counts| list(page, counts))
+    }),
+    // The process IDs of the hardware queues' worker threads (`rust_loop/K`), space-separated
+    // in queue order; empty while unbound.
+    Attr::ro(c"worker_pids", |lo, _, page| {
+        lo.worker_pids(|pids| list(page, pids))
     }),
     // Whether `queue_rq` tries the NOWAIT submission (direct-I/O mode on a file system that
     // `nowait_fs` names).
@@ -114,7 +122,7 @@ fn parse_u32(s: &str) -> Result<u32> {
     s.parse::<u32>().map_err(|_| EINVAL)
 }
 
-static RUST_LOOP_PTRS: AttrPtrs<LoopDisk, { N_COUNTERS + 5 + 1 }> =
+static RUST_LOOP_PTRS: AttrPtrs<LoopDisk, { N_COUNTERS + 6 + 1 }> =
     AttrPtrs::new(&[&COUNTER_ATTRS, &KNOB_ATTRS]);
 
 /// `rust_loop/`: the counters and the knobs.

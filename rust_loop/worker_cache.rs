@@ -1,21 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Worker threads kept for a moment after their device's unbinding, for its next binding.
+//! The hardware queues' worker threads: started by binding, kept for a moment after unbinding
+//! for the next binding of any device.
 //!
-//! A device's hardware queues run on kernel threads of their own (`loopN`, `loopN-K`), started
-//! by binding and stopped after unbinding, so that an unbound device costs no thread. Starting
-//! them is the largest part of `LOOP_CONFIGURE` (kthreadd creates threads one at a time: 25-30 ms
-//! p50 under TCG with 8 tasks binding at once, BENCHMARKS.md "Lifecycle"), and tools bind the
-//! same number again soon after unbinding it: `losetup -f` and `LOOP_CTL_GET_FREE` take the
-//! lowest free number, test rigs detach and attach in a loop. So unbinding parks the threads here
-//! and a binding of the same device number takes them back; the number and queue index must
-//! match, so a thread always carries the name of the device it serves. Threads nobody takes are
+//! A bound device's hardware queues run on kernel threads of their own, so that an unbound
+//! device costs no thread. Starting one is the largest part of `LOOP_CONFIGURE` (kthreadd
+//! creates threads one at a time: 25-30 ms p50 under TCG with 8 tasks binding at once,
+//! BENCHMARKS.md "Lifecycle"), and tools bind again soon after unbinding: `losetup -f` and
+//! `LOOP_CTL_GET_FREE` take the lowest free number, container and snap managers attach images
+//! to numbers never used before, test rigs detach and attach in a loop. So unbinding parks the
+//! threads here and the next binding, of whichever device and queue, takes them back. A thread
+//! therefore does not carry its device's name, as loop.c's workqueue workers do not: it is
+//! `rust_loop/K` (`K` counts the threads started since load), and `rust_loop/worker_pids` in a
+//! device's sysfs directory names the threads of its hardware queues. Threads nobody takes are
 //! stopped `worker_linger_ms` (module parameter; 0: at unbinding) to twice that after parking,
 //! by the reaper, a delayed work item on the module's release queue.
 
 use crate::sys::{self, now_ns, KthreadWorker};
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     prelude::*,
+    str::CString,
     sync::Arc,
     time::msecs_to_jiffies,
     workqueue::{impl_has_delayed_work, new_delayed_work, DelayedWork, WorkItem},
@@ -40,11 +45,11 @@ pub(crate) struct Parked {
     reaper: Option<Arc<Reaper>>,
 }
 
-/// A hardware queue's thread of an unbound device.
+/// The threads started so far, for the next one's name.
+static STARTED: AtomicU32 = AtomicU32::new(0);
+
+/// A hardware queue's thread, idle since its device's unbinding.
 struct ParkedWorker {
-    /// The device number (`loopN`) and hardware queue the thread is named after.
-    number: u32,
-    queue: u32,
     worker: KthreadWorker,
     /// When it was parked (`ktime_get`, ns).
     since: i64,
@@ -155,19 +160,21 @@ pub(crate) fn close() {
     }
 }
 
-/// Takes the parked thread of hardware queue `queue` of `loop<number>`, if there is one.
-pub(crate) fn take(number: u32, queue: u32) -> Option<KthreadWorker> {
-    let mut parked = PARKED.lock();
-    let i = parked
-        .workers
-        .iter()
-        .position(|w| w.number == number && w.queue == queue)?;
-    parked.workers.remove(i).ok().map(|w| w.worker)
+/// A worker thread for a hardware queue: the one parked last, or else a new one (`rust_loop/K`).
+/// May sleep.
+pub(crate) fn take_or_start() -> Result<KthreadWorker> {
+    if let Some(parked) = PARKED.lock().workers.pop() {
+        // The most recently parked: its stack and task are the likeliest to be cache-hot, and
+        // the others keep their place in the reaper's order.
+        return Ok(parked.worker);
+    }
+    let k = STARTED.fetch_add(1, Ordering::Relaxed);
+    KthreadWorker::new(&CString::try_from_fmt(fmt!("rust_loop/{}", k))?)
 }
 
-/// Parks `worker`, the idle thread of hardware queue `queue` of `loop<number>`, for the device's
-/// next binding; or stops it on the release queue when the cache is off, full or closed.
-pub(crate) fn park(number: u32, queue: u32, worker: KthreadWorker) {
+/// Parks `worker`, the idle thread of a hardware queue of an unbound device, for the next
+/// binding; or stops it on the release queue when the cache is off, full or closed.
+pub(crate) fn park(worker: KthreadWorker) {
     let linger = crate::worker_linger_ms();
     let reaper = {
         let mut parked = PARKED.lock();
@@ -178,8 +185,6 @@ pub(crate) fn park(number: u32, queue: u32, worker: KthreadWorker) {
             return;
         };
         let entry = ParkedWorker {
-            number,
-            queue,
             worker,
             since: now_ns(),
         };

@@ -3,17 +3,31 @@
 
 # hctx_count DEV: hardware queues blk-mq created for the device
 hctx_count() { find "/sys/block/$(basename "$1")/mq" -mindepth 1 -maxdepth 1 -type d | wc -l; }
-# worker_threads N: the kernel threads of loopN's workers, sorted
-worker_threads() { ps -e -o comm= | grep -E "^loop$1(-[0-9]+)?\$" | sort | xargs; }
-# assert_workers N EXPECTED WHAT: loopN's worker threads become EXPECTED within 3 s (a stopped
-# kthread can linger in the task list for a moment after kthread_stop returned)
+# worker_pids N: the PIDs of loopN's hardware queue workers, in queue order (sysfs)
+worker_pids() { cat "/sys/block/loop$1/rust_loop/worker_pids"; }
+# worker_threads: the PIDs of every hardware queue worker thread (`rust_loop/K`), sorted
+worker_threads() { ps -e -o pid=,comm= | awk '$2 ~ /^rust_loop\/[0-9]+$/ { print $1 }' | sort -n | xargs; }
+# assert_workers N COUNT WHAT: loopN has COUNT hardware queue workers, each a distinct live
+# thread called rust_loop/K
 assert_workers() {
+	local pids p
+	pids=$(worker_pids "$1")
+	assert_eq "$(echo $pids | wc -w)" "$2" "$3"
+	assert_eq "$(echo $pids | tr ' ' '\n' | sort -u | wc -w)" "$2" "$3: distinct threads"
+	for p in $pids; do
+		[[ "$(cat "/proc/$p/comm" 2>/dev/null)" =~ ^rust_loop/[0-9]+$ ]] ||
+			fail "$3: PID $p is not a rust_loop/K thread ($(cat "/proc/$p/comm" 2>/dev/null))"
+	done
+}
+# assert_threads EXPECTED WHAT: the worker threads (worker_threads) become EXPECTED within 3 s
+# (a stopped kthread can linger in the task list for a moment after kthread_stop returned)
+assert_threads() {
 	local i
 	for i in $(seq 30); do
-		[ "$(worker_threads "$1")" = "$2" ] && return 0
+		[ "$(worker_threads)" = "$1" ] && return 0
 		sleep 0.1
 	done
-	assert_eq "$(worker_threads "$1")" "$2" "$3"
+	assert_eq "$(worker_threads)" "$1" "$2"
 }
 # sysfs_write FILE VALUE: writes VALUE; prints the errno name on failure (echo's messages do not
 # say which error it was)
@@ -33,17 +47,20 @@ t_mq_param_sets_queues_and_workers() {
 	assert_eq "$(hctx_count /dev/loop0)" 2 "hardware queues of loop0"
 	assert_sys /dev/loop0 rust_loop/nr_hw_queues 2
 	# An unbound device has no thread (as loop.c's workqueue, created by binding).
-	assert_workers 0 "" "worker threads of unbound loop0"
-	assert_workers 1 "" "worker threads of unbound loop1"
+	assert_workers 0 0 "worker threads of unbound loop0"
+	assert_workers 1 0 "worker threads of unbound loop1"
+	assert_threads "" "worker threads with no device bound"
 	mkimg "$T/img" 8M
 	local dev
 	dev=$(attach "$T/img")
 	assert_eq "$dev" /dev/loop0 "attached device"
-	assert_workers 0 "loop0 loop0-1" "worker threads of bound loop0"
-	assert_workers 1 "" "worker threads of unbound loop1"
+	assert_workers 0 2 "worker threads of bound loop0"
+	assert_workers 1 0 "worker threads of unbound loop1"
+	assert_threads "$(worker_pids 0 | tr ' ' '\n' | sort -n | xargs)" "threads with loop0 bound"
 	cmp "$dev" "$T/img" || fail "data differs with 2 queues"
 	detach "$dev"
-	assert_workers 0 "" "worker threads of loop0 after detaching"
+	assert_workers 0 0 "worker threads of loop0 after detaching"
+	assert_threads "" "worker threads after detaching (worker_linger_ms 500)"
 	# Out of range: clamped to 1..online CPUs.
 	load_rust_loop nr_hw_queues=1000 max_loop=1
 	assert_sys /dev/loop0 rust_loop/nr_hw_queues "$(nproc)"
@@ -51,25 +68,14 @@ t_mq_param_sets_queues_and_workers() {
 	load_rust_loop nr_hw_queues=0 max_loop=1
 	assert_sys /dev/loop0 rust_loop/nr_hw_queues 1
 	dev=$(attach "$T/img")
-	assert_workers 0 "loop0" "worker threads with nr_hw_queues=0"
+	assert_workers 0 1 "worker threads with nr_hw_queues=0"
 	detach "$dev"
 }
 
-# thread_pid NAME: the PID of the kernel thread called NAME (empty if none)
-thread_pid() { ps -e -o pid=,comm= | awk -v n="$1" '$2 == n { print $1 }' | xargs; }
-# wait_no_workers N SECONDS: loopN's worker threads are gone within SECONDS
-wait_no_workers() {
-	local i
-	for i in $(seq $(($2 * 10))); do
-		[ -z "$(worker_threads "$1")" ] && return 0
-		sleep 0.1
-	done
-	fail "worker threads of loop$1 still there after $2 s: $(worker_threads "$1")"
-}
-
-# Unbinding parks the device's threads for worker_linger_ms: binding the same number takes the
-# same threads back (no thread started), another number does not, the reaper stops what nobody
-# took, module unload stops parked threads, and worker_linger_ms=0 stops them at unbinding.
+# Unbinding parks the device's threads for worker_linger_ms: the next binding, of the same
+# device or another, takes the same threads back (no thread started), a binding while none is
+# parked starts threads, the reaper stops what nobody took, module unload stops parked threads,
+# and worker_linger_ms=0 stops them at unbinding.
 t_mq_workers_kept_for_rebinding() {
 	is_rust || return 0 # rust_loop's own module parameter
 	load_rust_loop max_loop=2 nr_hw_queues=2 worker_linger_ms=20000
@@ -77,45 +83,59 @@ t_mq_workers_kept_for_rebinding() {
 	local dev p0 p1
 	dev=$(attach "$T/img")
 	assert_eq "$dev" /dev/loop0 "attached device"
-	p0=$(thread_pid loop0)
-	p1=$(thread_pid loop0-1)
-	[ -n "$p0" ] && [ -n "$p1" ] || fail "no worker threads for bound loop0: '$p0' '$p1'"
+	assert_workers 0 2 "worker threads of bound loop0"
+	p0=$(worker_pids 0 | tr ' ' '\n' | sort -n | xargs)
 	detach "$dev"
-	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "threads of loop0 parked after detaching"
+	assert_workers 0 0 "worker threads of loop0 after detaching"
+	assert_eq "$(worker_threads)" "$p0" "loop0's threads parked after detaching"
 	dev=$(attach "$T/img")
 	assert_eq "$dev" /dev/loop0 "attached device again"
-	assert_eq "$(thread_pid loop0)" "$p0" "loop0's thread taken back by its next binding"
-	assert_eq "$(thread_pid loop0-1)" "$p1" "loop0-1's thread taken back by its next binding"
+	assert_eq "$(worker_pids 0 | tr ' ' '\n' | sort -n | xargs)" "$p0" "loop0's threads taken back by its next binding"
 	dd if=/dev/urandom of="$dev" bs=64k count=16 oflag=direct status=none
 	cmp -n 1M "$dev" "$T/img" || fail "data differs on reused worker threads"
 	detach "$dev"
 	# A LOOP_CONFIGURE that fails after taking the threads (EINVAL from the loop_info64 checks)
 	# parks them again.
 	expect_errno EINVAL /dev/loop0 configure "$T/img" --encrypt-type 1
-	assert_eq "$(thread_pid loop0) $(thread_pid loop0-1)" "$p0 $p1" "threads parked again after a failed configure"
-	# loop1 starts threads of its own; loop0's stay parked.
+	assert_eq "$(worker_threads)" "$p0" "threads parked again after a failed configure"
+	# Another device number takes the same threads: binding starts none.
 	losetup /dev/loop1 "$T/img" || fail "losetup /dev/loop1 failed"
-	assert_workers 1 "loop1 loop1-1" "worker threads of bound loop1"
-	assert_eq "$(worker_threads 0)" "loop0 loop0-1" "loop0's threads still parked"
+	assert_workers 1 2 "worker threads of bound loop1"
+	assert_eq "$(worker_pids 1 | tr ' ' '\n' | sort -n | xargs)" "$p0" "loop1 took loop0's parked threads"
+	dd if=/dev/urandom of=/dev/loop1 bs=64k count=16 oflag=direct status=none
+	cmp -n 1M /dev/loop1 "$T/img" || fail "data differs through loop1 on loop0's former threads"
+	# With loop1 holding them, loop0's binding starts threads of its own.
+	dev=$(attach "$T/img")
+	assert_eq "$dev" /dev/loop0 "attached loop0 beside loop1"
+	assert_workers 0 2 "worker threads of loop0 beside loop1"
+	assert_eq "$(echo $(worker_pids 0) $(worker_pids 1) | tr ' ' '\n' | sort -u | wc -w)" 4 \
+		"loop0 and loop1 share no thread"
+	detach "$dev"
 	detach /dev/loop1
+	assert_eq "$(worker_threads | wc -w)" 4 "all four threads parked"
 	# Unloading stops parked threads (robust-module checks the same over many cycles).
 	unload_loop_drivers
-	assert_eq "$(worker_threads 0)$(worker_threads 1)" "" "threads left after unloading"
+	assert_threads "" "threads left after unloading"
 	# The reaper: parked threads stop after 1-2 s.
 	load_rust_loop max_loop=1 worker_linger_ms=1000
 	dev=$(attach "$T/img")
-	p0=$(thread_pid loop0)
+	p0=$(worker_pids 0)
 	detach "$dev"
-	wait_no_workers 0 15
+	local i
+	for i in $(seq 150); do
+		[ -z "$(worker_threads)" ] && break
+		sleep 0.1
+	done
+	assert_eq "$(worker_threads)" "" "parked threads after 15 s with worker_linger_ms=1000"
 	dev=$(attach "$T/img")
-	[ "$(thread_pid loop0)" != "$p0" ] || fail "thread $p0 reused after the reaper ran"
+	[ "$(worker_pids 0)" != "$p0" ] || fail "thread $p0 reused after the reaper ran"
 	detach "$dev"
 	# worker_linger_ms=0: stopped at unbinding.
 	load_rust_loop max_loop=1 worker_linger_ms=0
 	dev=$(attach "$T/img")
-	assert_workers 0 "loop0" "worker threads with worker_linger_ms=0"
+	assert_workers 0 1 "worker threads with worker_linger_ms=0"
 	detach "$dev"
-	assert_workers 0 "" "worker threads after detaching with worker_linger_ms=0"
+	assert_threads "" "worker threads after detaching with worker_linger_ms=0"
 }
 
 t_mq_sysfs_knob_on_unbound_device() {
@@ -125,7 +145,7 @@ t_mq_sysfs_knob_on_unbound_device() {
 	echo 2 >"$q" || fail "setting 2 queues on an unbound device failed"
 	assert_file "$q" 2
 	assert_eq "$(hctx_count /dev/loop0)" 2 "hardware queues after writing 2"
-	assert_workers 0 "" "worker threads of the unbound device after writing 2"
+	assert_workers 0 0 "worker threads of the unbound device after writing 2"
 	assert_eq "$(sysfs_write "$q" 0)" EINVAL "writing 0"
 	assert_eq "$(sysfs_write "$q" abc)" EINVAL "writing abc"
 	assert_eq "$(sysfs_write "$q" $(($(nproc) + 1)))" EINVAL "writing more than the CPUs"
@@ -133,7 +153,7 @@ t_mq_sysfs_knob_on_unbound_device() {
 	local dev
 	dev=$(attach "$T/img")
 	assert_eq "$dev" /dev/loop0 "attached device"
-	assert_workers 0 "loop0 loop0-1" "worker threads once bound with 2 queues"
+	assert_workers 0 2 "worker threads once bound with 2 queues"
 	# Bound: EBUSY.
 	assert_eq "$(sysfs_write "$q" 1)" EBUSY "changing the queues of a bound device"
 	dd if=/dev/urandom of="$dev" bs=64k count=16 oflag=direct status=none
@@ -141,9 +161,9 @@ t_mq_sysfs_knob_on_unbound_device() {
 	detach "$dev"
 	echo 1 >"$q" || fail "going back to 1 queue failed"
 	assert_eq "$(hctx_count /dev/loop0)" 1 "hardware queues after writing 1"
-	assert_workers 0 "" "worker threads of the unbound device after writing 1"
+	assert_workers 0 0 "worker threads of the unbound device after writing 1"
 	dev=$(attach "$T/img")
-	assert_workers 0 "loop0" "worker threads once bound with 1 queue"
+	assert_workers 0 1 "worker threads once bound with 1 queue"
 	cmp -n 1M "$dev" "$T/img" || fail "data differs after going back to 1 queue"
 }
 
@@ -164,12 +184,12 @@ t_mq_sysfs_knob_races_bind_and_remove() {
 	local q=/sys/block/loop0/rust_loop/nr_hw_queues n
 	n=$(cat "$q")
 	assert_eq "$(hctx_count /dev/loop0)" "$n" "hardware queues after the race"
-	assert_workers 0 "" "worker threads of the unbound device after the race"
+	assert_workers 0 0 "worker threads of the unbound device after the race"
 	echo 2 >"$q" || fail "setting 2 queues after the race failed"
 	fillimg "$T/img" 8
 	local dev
 	dev=$(attach "$T/img")
-	assert_workers 0 "loop0 loop0-1" "worker threads once bound with 2 queues after the race"
+	assert_workers 0 2 "worker threads once bound with 2 queues after the race"
 	cmp "$dev" "$T/img" || fail "data differs after the race"
 	detach "$dev"
 }

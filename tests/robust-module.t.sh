@@ -50,7 +50,7 @@ t_module_reload_cycles() {
 	! grep -qw loop <(sed -n '/^Block devices:/,$p' /proc/devices) || fail "block major 7 still registered"
 	[ -z "$(ls /sys/class/bdi | grep '^7:' || true)" ] || fail "bdi left: $(ls /sys/class/bdi | grep '^7:')"
 	local threads
-	threads=$(ps -e -o comm= | grep -E '^loop[0-9]+$' || true)
+	threads=$(ps -e -o comm= | grep -E '^(loop[0-9]+(-cg)?|rust_loop/[0-9]+)$' || true)
 	[ -z "$threads" ] || fail "loop threads left: $threads"
 	# A leak of a device's tag set, queue or worker per cycle would be far above these bounds
 	# (a tag set of 128 requests alone is hundreds of KiB).

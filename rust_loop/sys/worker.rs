@@ -46,6 +46,13 @@ impl KthreadWorker {
         })
     }
 
+    /// The process ID of the worker's thread.
+    pub(crate) fn pid(&self) -> i32 {
+        // SAFETY: The worker is running (type invariant), so its task is alive until
+        // `kthread_destroy_worker` in `drop`.
+        unsafe { rust_loop_kthread_worker_pid(self.ptr.as_ptr().cast()) }
+    }
+
     /// Hands `rq` to a worker thread, which runs [`RequestWork::run`] for it: on the worker
     /// that `pick` finds in the request's PDU, else on `default`. The worker that `pick`
     /// returns must stay alive while the request is queued (a claim in the PDU, dropped by
@@ -124,6 +131,12 @@ impl Drop for KthreadWorker {
         // running whatever was still queued.
         unsafe { bindings::kthread_destroy_worker(self.ptr.as_ptr()) }
     }
+}
+
+extern "C" {
+    /// `worker` is a `struct kthread_worker *` (opaque here: bindgen's struct reaches
+    /// `task_struct`, which is not FFI-safe).
+    fn rust_loop_kthread_worker_pid(worker: *mut core::ffi::c_void) -> i32;
 }
 
 /// A `struct kthread_work`, embedded in a request's PDU ([`RequestWork`]).
