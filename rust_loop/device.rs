@@ -236,21 +236,21 @@ impl HwQueues {
         unsafe { core::mem::replace(&mut *self.0.get(), new) }
     }
 
+    /// The hardware queues, read under the device mutex (`_cfg` is its guarded data).
+    fn all<'a>(&'a self, _cfg: &'a Config) -> &'a [HwQueue] {
+        // SAFETY: The device mutex is held for `'a`, so no writer meanwhile (type invariant).
+        unsafe { &*self.0.get() }
+    }
+
+    /// The queue of a request in flight (`hw_queue` wraps around the queues there are).
+    ///
     /// # Safety
     ///
     /// The caller must be handling a request of the device that `queue_rq` found bound, or
     /// hold the device mutex.
-    unsafe fn all(&self) -> &[HwQueue] {
-        // SAFETY: No writer meanwhile (type invariant).
-        unsafe { &*self.0.get() }
-    }
-
-    /// # Safety
-    ///
-    /// As for [`HwQueues::all`].
     unsafe fn get(&self, hw_queue: u32) -> Option<&HwQueue> {
-        // SAFETY: Forwarded from the caller.
-        let queues = unsafe { self.all() };
+        // SAFETY: No writer meanwhile (the caller's contract and the type invariant).
+        let queues: &[HwQueue] = unsafe { &*self.0.get() };
         match queues.len() {
             0 => None,
             n => queues.get(hw_queue as usize % n),
@@ -455,8 +455,7 @@ impl LoopDevice {
         f: impl FnOnce(&mut dyn Iterator<Item = u64>) -> R,
     ) -> R {
         let cfg = self.cfg.lock();
-        // SAFETY: The device mutex is held.
-        let queues = unsafe { self.hw_queues.all() };
+        let queues = self.hw_queues.all(&cfg);
         if queues.is_empty() {
             // Unbound: what the queues counted while bound.
             return f(&mut cfg.retired_requests.iter().copied());
@@ -467,10 +466,8 @@ impl LoopDevice {
     /// Calls `f` with the process IDs of the hardware queues' worker threads, in queue order
     /// (none while the device is unbound).
     pub(crate) fn worker_pids<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = i32>) -> R) -> R {
-        let _cfg = self.cfg.lock();
-        // SAFETY: The device mutex is held.
-        let queues = unsafe { self.hw_queues.all() };
-        f(&mut queues.iter().map(|q| q.worker.pid()))
+        let cfg = self.cfg.lock();
+        f(&mut self.hw_queues.all(&cfg).iter().map(|q| q.worker.pid()))
     }
 
     /// The queue depth from which on a single submitter's direct I/O goes to the worker. When
