@@ -61,7 +61,7 @@ bench:
 
 perfcheck:
 	BENCH_CLOCK=icount BENCH_QUICK=1 BENCH_GATE=$${BENCH_GATE:-1.05} \
-		BENCH_GATE_EXEMPT=$${BENCH_GATE_EXEMPT-dio/rw-4k-qd16-12jobs} bash scripts/bench.sh
+		BENCH_GATE_EXEMPT=$${BENCH_GATE_EXEMPT-} bash scripts/bench.sh
 
 profile:
 	bash scripts/profile.sh

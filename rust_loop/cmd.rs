@@ -48,7 +48,8 @@ pub(crate) struct LoopCmd {
     /// The issuer's cgroups, from `queue_to_worker` until the worker runs the command.
     cgroups: Option<IoCgroups>,
     /// The worker of the issuer's blkcg, if the command runs on one; its claim keeps that
-    /// worker alive until the command is done with it.
+    /// worker alive until the command ends (its completion may wait in the worker's batch,
+    /// [`OwnedRequest::complete_in_batch`]).
     cgroup_worker: Option<CgroupWorkerUse>,
 }
 
@@ -79,9 +80,8 @@ unsafe impl RequestWork for LoopDisk {
 
     /// Runs the command on the worker thread and hands the request to completion.
     fn run(dev: &LoopDevice, mut rq: LoopRq) {
-        // Declared first, dropped last: the claim on a cgroup worker (possibly the current
-        // thread's) ends only when the command is done with it.
-        let _claim = rq.pdu_mut().cgroup_worker.take();
+        // The claim on a cgroup worker (possibly the current thread's) stays in the command
+        // until it ends (`end`): its completion may wait in that worker's batch.
         // Do not throttle the worker on the dirty pages it is cleaning, and do not recurse
         // into I/O from its allocations.
         let _task_flags =
@@ -236,11 +236,23 @@ fn fail(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
     finish(dev, rq);
 }
 
-/// Hands a finished command's request to completion: on this stack when in task context
-/// (the worker, `queue_rq`, a task-context `ki_complete`), else through
+/// Hands a finished command's request to completion: on the worker that ran it, in the
+/// batch of completions it ends after the requests queued meanwhile (a worker submitting a
+/// backlog ends it, and wakes its submitters, once per backlog); else on this stack when in
+/// task context (`queue_rq`, a task-context `ki_complete`), else through
 /// `blk_mq_complete_request`. The counters are updated first: once the request completes,
-/// the device may go away (its last request is what a teardown waits for).
+/// the device may go away (its last request is what a teardown waits for). A batched one
+/// completes later on this same thread, so counting it afterwards is safe.
 fn finish(dev: &LoopDevice, rq: LoopRq) {
+    let rq = match rq.complete_in_batch() {
+        Ok(()) => {
+            dev.stats
+                .completions_batched
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        Err(rq) => rq,
+    };
     match LoopRq::may_complete_here() {
         Some(here) => {
             dev.stats.completions_here.fetch_add(1, Ordering::Relaxed);
@@ -390,5 +402,9 @@ pub(crate) fn end(dev: &LoopDevice, mut rq: LoopRq) {
     if let Some(q) = dev.hw_queue_of(&rq) {
         q.request_ended();
     }
+    // Before the request ends (the device, whose list holds the worker, may go once its last
+    // request has ended). If this runs in that worker's batch, reaping the worker waits for
+    // the batch to return.
+    drop(rq.pdu_mut().cgroup_worker.take());
     rq.end(status);
 }

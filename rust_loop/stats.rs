@@ -39,6 +39,9 @@ counters! {
     completions_here: AtomicU64,
     /// Requests completed through `blk_mq_complete_request`.
     completions_deferred: AtomicU64,
+    /// Requests ended by the batch of the worker that finished them
+    /// ([`crate::sys::CompletionBatch`]).
+    completions_batched: AtomicU64,
     /// Bytes read from the backing file.
     read_bytes: AtomicU64,
     /// Bytes written to the backing file.

@@ -383,6 +383,24 @@ pub(super) unsafe fn request_of_pdu(pdu: *mut core::ffi::c_void) -> NonNull<bind
     unsafe { NonNull::new_unchecked(pdu.cast::<bindings::request>().sub(1)) }
 }
 
+/// Whether the current context is a task (not an interrupt, softirq or NMI).
+pub(super) fn in_task() -> bool {
+    // SAFETY: Reads the current context; a minimum stack of 0 always holds.
+    unsafe { rust_loop_may_complete_here(0) }
+}
+
+/// Ends a request through its queue's `complete` callback, on the current stack
+/// ([`OwnedRequest::complete_here`] for a request held by raw pointer).
+///
+/// # Safety
+///
+/// `rq` must be a valid request of a blk-mq queue, owned by the driver, which gives it up;
+/// the caller must be in task context with the stack that `complete_here` asks for.
+pub(super) unsafe fn complete_direct(rq: *mut bindings::request) {
+    // SAFETY: Forwarded from the caller.
+    unsafe { rust_loop_complete_request_direct(rq.cast()) }
+}
+
 /// Kernel stack bytes that must be left for [`OwnedRequest::complete_here`] to run the completion
 /// (the request's bios' `end_io` chain) on the current stack rather than from the BLOCK
 /// softirq.

@@ -9,16 +9,19 @@ use super::{
     request::{pdu_of, request_of_pdu},
     Disk, DiskOps, OwnedRequest,
 };
-use core::ptr::NonNull;
-use kernel::{bindings, error::from_err_ptr, prelude::*, types::Opaque};
+use core::{cell::UnsafeCell, ptr::NonNull};
+use kernel::{bindings, error::from_err_ptr, prelude::*, task::Task, types::Opaque};
 
 /// A kernel thread that runs [`KthreadWork`] items one after another.
 ///
 /// # Invariants
 ///
-/// `ptr` is a running worker created by `kthread_create_worker_on_node`, destroyed on drop.
+/// `ptr` is a running worker created by `kthread_create_worker_on_node`, destroyed on drop;
+/// `batch` is its [`CompletionBatch`], set up for it, and stays at its address (boxed, never
+/// moved out) until the worker has been destroyed.
 pub(crate) struct KthreadWorker {
     ptr: NonNull<bindings::kthread_worker>,
+    batch: KBox<CompletionBatch>,
 }
 
 // SAFETY: `kthread_queue_work` and `kthread_flush_worker` may be called from any thread.
@@ -38,12 +41,43 @@ impl KthreadWorker {
                 name.as_char_ptr(),
             )
         })?;
-        // SAFETY: The worker was just created; its task must be woken once to start.
-        unsafe { bindings::wake_up_process((*ptr).task) };
-        // INVARIANT: the worker was created and started (`from_err_ptr` rules out null).
-        Ok(Self {
-            ptr: NonNull::new(ptr).ok_or(ENOMEM)?,
-        })
+        let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
+        // SAFETY: The worker was just created: its `task` is set.
+        let task = unsafe { (*ptr.as_ptr()).task };
+        // SAFETY: The worker's task must be woken once to start (before anything can stop it:
+        // `kthread_destroy_worker` waits for the thread to run a flush item). Nothing is queued
+        // to it before this function returns.
+        unsafe { bindings::wake_up_process(task) };
+        let batch = match KBox::new(
+            CompletionBatch {
+                work: Opaque::uninit(),
+                worker: ptr,
+                task,
+                head: UnsafeCell::new(core::ptr::null_mut()),
+                in_run: UnsafeCell::new(false),
+            },
+            GFP_KERNEL,
+        ) {
+            Ok(batch) => batch,
+            Err(e) => {
+                // SAFETY: Created and started above, nothing queued: stopped and freed once.
+                unsafe { bindings::kthread_destroy_worker(ptr.as_ptr()) };
+                return Err(e.into());
+            }
+        };
+        // SAFETY: `kthread_init_work`: zero the item, make its list node empty, set `func`;
+        // the box does not move from here on.
+        unsafe {
+            let work = batch.work.get();
+            core::ptr::write_bytes(work, 0, 1);
+            let node = &raw mut (*work).node;
+            (*node).next = node;
+            (*node).prev = node;
+            (*work).func = Some(batch_work_fn);
+        }
+        // INVARIANT: the worker was created and started; the batch is set up for it, boxed,
+        // before any item can be queued.
+        Ok(Self { ptr, batch })
     }
 
     /// The process ID of the worker's thread.
@@ -59,18 +93,26 @@ impl KthreadWorker {
     /// `run`, does that).
     ///
     /// A request may be queued on a different worker each time (a device's workers change
-    /// with its hardware queues), never on two at once: this consumes its ownership.
+    /// with its hardware queues), never on two at once: this consumes its ownership. The
+    /// worker must stay alive until the request has ended (its completion may be collected in
+    /// the worker's [`CompletionBatch`], [`OwnedRequest::complete_in_batch`]).
     pub(crate) fn queue_request<T: RequestWork>(
         rq: OwnedRequest<T>,
         default: &KthreadWorker,
         pick: impl for<'a> FnOnce(&'a T::Pdu) -> Option<&'a KthreadWorker>,
     ) {
-        let worker = pick(rq.pdu()).unwrap_or(default).ptr;
+        let target = pick(rq.pdu()).unwrap_or(default);
+        let worker = target.ptr;
+        let batch: *const CompletionBatch = &*target.batch;
         let raw = rq.into_raw();
         // SAFETY: `raw` is a request of a `Disk<T>`, whose PDU holds a `KthreadWork` at
         // `T::WORK_OFFSET` (the contract of `RequestWork`).
-        let work = unsafe { pdu_of(raw.as_ptr()).cast::<u8>().add(T::WORK_OFFSET) }
-            .cast::<bindings::kthread_work>();
+        let item = unsafe { work_of::<T>(raw.as_ptr()) };
+        // SAFETY: We own the request, so no one else reads its item; the item's `batch` may
+        // point to the batch until the request ends ([`OwnedRequest::complete_in_batch`]),
+        // which the worker outlives (the contract of `queue_request`).
+        unsafe { (*item).batch = batch };
+        let work = item.cast::<bindings::kthread_work>();
         // A finished item keeps pointing at the worker that ran it, which `kthread_queue_work`
         // insists be this one, and which may have been destroyed since: forget it. Only the
         // queueing, flush and cancel functions read the field, and this item is never flushed
@@ -117,12 +159,25 @@ unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthrea
             .cast::<core::ffi::c_void>();
         request_of_pdu(pdu)
     };
+    // SAFETY: The item is the request's (`RequestWork`'s contract), which this function owns;
+    // `queue_request` set its `batch` to the batch of the worker running it.
+    let batch = unsafe { (*work.cast::<KthreadWork>()).batch };
+    // SAFETY: The batch of this worker, alive while its thread runs this item.
+    let batch = unsafe { batch.as_ref() };
+    if let Some(b) = batch {
+        // SAFETY: On the batch's thread.
+        unsafe { *b.in_run.get() = true };
+    }
     // SAFETY: `queue_request` handed the ownership of the request to this item.
     let rq = unsafe { OwnedRequest::<T>::from_raw(rq) };
     // SAFETY: The request belongs to the queue of a `Disk<T>`, whose data outlives its
     // requests in flight.
     let data = unsafe { Disk::<T>::data_of_request(&rq) };
-    T::run(data, rq)
+    T::run(data, rq);
+    if let Some(b) = batch {
+        // SAFETY: On the batch's thread, at the end of a request item.
+        unsafe { b.end_of_run() };
+    }
 }
 
 impl Drop for KthreadWorker {
@@ -139,9 +194,25 @@ extern "C" {
     fn rust_loop_kthread_worker_pid(worker: *mut core::ffi::c_void) -> i32;
 }
 
-/// A `struct kthread_work`, embedded in a request's PDU ([`RequestWork`]).
-#[repr(transparent)]
-pub(crate) struct KthreadWork(Opaque<bindings::kthread_work>);
+/// A `struct kthread_work`, embedded in a request's PDU ([`RequestWork`]), with the request's
+/// place in a worker's [`CompletionBatch`].
+///
+/// # Invariants
+///
+/// `rq` is the request whose PDU holds this item. `batch` is null or the batch of the worker
+/// the request was last queued to, which is alive until the request ends. `next` is only read
+/// or written by that worker's thread, while the request is in the batch.
+#[repr(C)]
+pub(crate) struct KthreadWork {
+    work: Opaque<bindings::kthread_work>,
+    batch: *const CompletionBatch,
+    next: *mut KthreadWork,
+    rq: *mut bindings::request,
+}
+
+// SAFETY: The raw pointers are only followed by the request's owner, or by the worker thread of
+// the batch while it holds the request (type invariant); the item moves with its request.
+unsafe impl Send for KthreadWork {}
 
 impl KthreadWork {
     /// Initialises the work item of a request's PDU in place (`kthread_init_work`), to run
@@ -154,12 +225,169 @@ impl KthreadWork {
     pub(crate) unsafe fn init_request<T: RequestWork>(slot: *mut Self) {
         let work = slot.cast::<bindings::kthread_work>();
         // SAFETY: `kthread_init_work`: zero the item, make its list node empty, set `func`.
+        // The slot is `T::WORK_OFFSET` into a PDU, which follows its request.
         unsafe {
             core::ptr::write_bytes(work, 0, 1);
             let node = &raw mut (*work).node;
             (*node).next = node;
             (*node).prev = node;
             (*work).func = Some(request_work_fn::<T>);
+            (&raw mut (*slot).batch).write(core::ptr::null());
+            (&raw mut (*slot).next).write(core::ptr::null_mut());
+            let pdu = slot
+                .cast::<u8>()
+                .sub(T::WORK_OFFSET)
+                .cast::<core::ffi::c_void>();
+            (&raw mut (*slot).rq).write(request_of_pdu(pdu).as_ptr());
         }
     }
+}
+
+/// The [`KthreadWork`] of a request of a `Disk<T>`.
+///
+/// # Safety
+///
+/// `rq` must be a valid request of a `Disk<T>` (its PDU holds the item at `T::WORK_OFFSET`).
+unsafe fn work_of<T: RequestWork>(rq: *mut bindings::request) -> *mut KthreadWork {
+    // SAFETY: Forwarded from the caller: the item is inside the request's PDU.
+    unsafe { pdu_of(rq).cast::<u8>().add(T::WORK_OFFSET) }.cast()
+}
+
+/// The completions a worker thread collected while running the requests queued to it, ended
+/// together by one work item queued behind them: a worker that submits a backlog of requests
+/// whose backing I/O completes on its own stack (a backing device that completes at once)
+/// ends their requests, and wakes their submitters, once per backlog rather than once per
+/// request (loop.c gets the same batching from the BLOCK softirq, at the price of a ksoftirqd
+/// wake-up from task context).
+///
+/// # Invariants
+///
+/// `work` is a `kthread_work` running `batch_work_fn`, queued only to `worker`, whose thread
+/// is `task`. `head` (a list of request items linked by `next`) and `in_run` are read and
+/// written only by `task`. `work` is queued whenever the list is not empty, except while
+/// `task` runs a request item (`in_run`), at whose end the list is ended or `work` queued.
+pub(crate) struct CompletionBatch {
+    work: Opaque<bindings::kthread_work>,
+    worker: NonNull<bindings::kthread_worker>,
+    task: *mut bindings::task_struct,
+    head: UnsafeCell<*mut KthreadWork>,
+    in_run: UnsafeCell<bool>,
+}
+
+impl CompletionBatch {
+    /// At the end of a request item: ends the collected requests now if nothing else is queued
+    /// to the worker (a shallow queue pays no extra work item), else queues `work` behind the
+    /// backlog.
+    ///
+    /// # Safety
+    ///
+    /// Only on the batch's thread, at the end of a request item.
+    unsafe fn end_of_run(&self) {
+        // SAFETY: On the batch's thread (the caller's contract).
+        unsafe { *self.in_run.get() = false };
+        // SAFETY: As above.
+        if unsafe { (*self.head.get()).is_null() } {
+            return;
+        }
+        let worker = self.worker.as_ptr();
+        // SAFETY: The worker is alive (its thread runs this). `list_empty` without the lock:
+        // a stale answer only chooses between two correct ways.
+        let idle = unsafe {
+            let list = &raw mut (*worker).work_list;
+            core::ptr::read_volatile(&raw const (*list).next) == list
+        };
+        if idle {
+            // SAFETY: On the batch's thread, in task context at the top of the worker.
+            unsafe { self.end_all() };
+        } else {
+            // INVARIANT: queued while the list is not empty (a no-op if already queued).
+            // SAFETY: `work` was set up for this worker, which is alive.
+            unsafe { bindings::kthread_queue_work(worker, self.work.get()) };
+        }
+    }
+
+    /// Ends the collected requests, in the order they finished.
+    ///
+    /// # Safety
+    ///
+    /// Only on the batch's thread, in task context, outside a request's completion.
+    unsafe fn end_all(&self) {
+        // SAFETY: On the batch's thread, the only one touching the list.
+        let mut newest = unsafe { core::mem::take(&mut *self.head.get()) };
+        // The list holds the newest first: end the requests in the order they finished.
+        let mut item = core::ptr::null_mut::<KthreadWork>();
+        while !newest.is_null() {
+            // SAFETY: As below: the list's items are the batch thread's to relink.
+            unsafe {
+                let next = (*newest).next;
+                (*newest).next = item;
+                item = newest;
+                newest = next;
+            }
+        }
+        while !item.is_null() {
+            // SAFETY: Items in the list belong to requests the list owns (their completion
+            // was handed to it); `next` is read before the request is given up.
+            unsafe {
+                let next = (*item).next;
+                (*item).next = core::ptr::null_mut();
+                super::request::complete_direct((*item).rq);
+                item = next;
+            }
+        }
+    }
+}
+
+impl<T: RequestWork> OwnedRequest<T> {
+    /// Adds the request to the [`CompletionBatch`] of the worker it was last queued to, if the
+    /// current thread is that worker's: the batch's work item ends it (through the `complete`
+    /// callback, as [`OwnedRequest::complete_here`]) after the requests queued before it. Else
+    /// gives the request back. Either way the request is no longer tied to that worker.
+    pub(crate) fn complete_in_batch(self) -> Result<(), Self> {
+        let rq = self.into_raw().as_ptr();
+        // SAFETY: A request of a `Disk<T>`.
+        let item = unsafe { work_of::<T>(rq) };
+        // SAFETY: We own the request and its item (the ownership is back in `self` below or
+        // handed to the batch).
+        let batch = unsafe { core::mem::take(&mut (*item).batch) };
+        // SAFETY: `batch` is null or alive until the request ends (type invariant of the item).
+        let Some(b) = (unsafe { batch.as_ref() }) else {
+            // SAFETY: Ownership given back, as taken above.
+            return Err(unsafe { Self::from_raw(NonNull::new_unchecked(rq)) });
+        };
+        // In task context only: an interrupt on the worker's thread has the same `current`
+        // but may have cut into the thread's own use of the list.
+        if b.task != Task::current_raw() || !super::request::in_task() {
+            // SAFETY: As above.
+            return Err(unsafe { Self::from_raw(NonNull::new_unchecked(rq)) });
+        }
+        // SAFETY: The current thread is the batch's (checked), the only one touching `head`
+        // and the items in the list; the request's ownership goes to the list.
+        unsafe {
+            let head = b.head.get();
+            (*item).next = *head;
+            let was_empty = (*head).is_null();
+            *head = item;
+            if was_empty && !*b.in_run.get() {
+                // INVARIANT: queued now that the list is not empty (outside a request item,
+                // whose end would do it).
+                bindings::kthread_queue_work(b.worker.as_ptr(), b.work.get());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The work function of a [`CompletionBatch`]: ends the requests collected so far.
+///
+/// # Safety
+///
+/// Only the batch's worker calls it, for the batch's own item.
+unsafe extern "C" fn batch_work_fn(work: *mut bindings::kthread_work) {
+    let offset = core::mem::offset_of!(CompletionBatch, work);
+    // SAFETY: `work` is the `work` field of a `CompletionBatch` (the caller's contract), which
+    // is alive: its worker is running it.
+    let batch = unsafe { &*work.cast::<u8>().sub(offset).cast::<CompletionBatch>() };
+    // SAFETY: On the batch's thread, at the top of the worker.
+    unsafe { batch.end_all() }
 }
