@@ -54,6 +54,7 @@ impl KthreadWorker {
                 worker: ptr,
                 task,
                 head: UnsafeCell::new(core::ptr::null_mut()),
+                tail: UnsafeCell::new(core::ptr::null_mut()),
                 in_run: UnsafeCell::new(false),
             },
             GFP_KERNEL,
@@ -65,16 +66,8 @@ impl KthreadWorker {
                 return Err(e.into());
             }
         };
-        // SAFETY: `kthread_init_work`: zero the item, make its list node empty, set `func`;
-        // the box does not move from here on.
-        unsafe {
-            let work = batch.work.get();
-            core::ptr::write_bytes(work, 0, 1);
-            let node = &raw mut (*work).node;
-            (*node).next = node;
-            (*node).prev = node;
-            (*work).func = Some(batch_work_fn);
-        }
+        // SAFETY: The item is not queued yet; the box does not move from here on.
+        unsafe { init_work(batch.work.get(), batch_work_fn) };
         // INVARIANT: the worker was created and started; the batch is set up for it, boxed,
         // before any item can be queued.
         Ok(Self { ptr, batch })
@@ -120,7 +113,7 @@ impl KthreadWorker {
         // SAFETY: The item is not queued (we own the request), so no worker lock covers it.
         unsafe { (*work).worker = core::ptr::null_mut() };
         // SAFETY: `worker` is running: `default` is borrowed, and the one `pick` returned is
-        // kept alive by the request's PDU, which `run` releases only after the item started;
+        // kept alive by the request's PDU, which holds its claim until the request ends;
         // a worker is destroyed only after a flush, which takes the lock this call releases
         // last. The item was set up for `T` by `KthreadWork::init_request`; the worker's
         // function takes the request's ownership back.
@@ -150,26 +143,20 @@ pub(crate) unsafe trait RequestWork: DiskOps {
 /// Only a worker calls this, for an item set up by `KthreadWork::init_request::<T>` and
 /// queued by [`KthreadWorker::queue_request`], which gave up the request's ownership to it.
 unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthread_work) {
-    // SAFETY: `work` is `T::WORK_OFFSET` bytes into the PDU of a request of a `Disk<T>`
-    // (`RequestWork`'s contract); the PDU follows its request.
-    let rq = unsafe {
-        let pdu = work
-            .cast::<u8>()
-            .sub(T::WORK_OFFSET)
-            .cast::<core::ffi::c_void>();
-        request_of_pdu(pdu)
-    };
-    // SAFETY: The item is the request's (`RequestWork`'s contract), which this function owns;
-    // `queue_request` set its `batch` to the batch of the worker running it.
-    let batch = unsafe { (*work.cast::<KthreadWork>()).batch };
+    let item = work.cast::<KthreadWork>();
+    // SAFETY: The item is in the PDU of a request of a `Disk<T>` (`RequestWork`'s contract),
+    // which this function owns; `init_request` set `rq`, `queue_request` set `batch` to the
+    // batch of the worker running it.
+    let (rq, batch) = unsafe { ((*item).rq, (*item).batch) };
     // SAFETY: The batch of this worker, alive while its thread runs this item.
     let batch = unsafe { batch.as_ref() };
     if let Some(b) = batch {
         // SAFETY: On the batch's thread.
         unsafe { *b.in_run.get() = true };
     }
-    // SAFETY: `queue_request` handed the ownership of the request to this item.
-    let rq = unsafe { OwnedRequest::<T>::from_raw(rq) };
+    // SAFETY: `queue_request` handed the ownership of the request to this item; `rq` is the
+    // item's request (not null).
+    let rq = unsafe { OwnedRequest::<T>::from_raw(NonNull::new_unchecked(rq)) };
     // SAFETY: The request belongs to the queue of a `Disk<T>`, whose data outlives its
     // requests in flight.
     let data = unsafe { Disk::<T>::data_of_request(&rq) };
@@ -223,15 +210,10 @@ impl KthreadWork {
     /// `slot` must be valid for writes, `T::WORK_OFFSET` bytes into the PDU of a request of a
     /// `Disk<T>` being initialised, and not queued.
     pub(crate) unsafe fn init_request<T: RequestWork>(slot: *mut Self) {
-        let work = slot.cast::<bindings::kthread_work>();
-        // SAFETY: `kthread_init_work`: zero the item, make its list node empty, set `func`.
-        // The slot is `T::WORK_OFFSET` into a PDU, which follows its request.
+        // SAFETY: The slot is writable and not queued (the caller's contract), `T::WORK_OFFSET`
+        // into a PDU, which follows its request.
         unsafe {
-            core::ptr::write_bytes(work, 0, 1);
-            let node = &raw mut (*work).node;
-            (*node).next = node;
-            (*node).prev = node;
-            (*work).func = Some(request_work_fn::<T>);
+            init_work(slot.cast(), request_work_fn::<T>);
             (&raw mut (*slot).batch).write(core::ptr::null());
             (&raw mut (*slot).next).write(core::ptr::null_mut());
             let pdu = slot
@@ -240,6 +222,25 @@ impl KthreadWork {
                 .cast::<core::ffi::c_void>();
             (&raw mut (*slot).rq).write(request_of_pdu(pdu).as_ptr());
         }
+    }
+}
+
+/// `kthread_init_work`: zeroes the item, makes its list node empty and sets its function.
+///
+/// # Safety
+///
+/// `work` must be valid for writes and not queued.
+unsafe fn init_work(
+    work: *mut bindings::kthread_work,
+    func: unsafe extern "C" fn(*mut bindings::kthread_work),
+) {
+    // SAFETY: Forwarded from the caller.
+    unsafe {
+        core::ptr::write_bytes(work, 0, 1);
+        let node = &raw mut (*work).node;
+        (*node).next = node;
+        (*node).prev = node;
+        (*work).func = Some(func);
     }
 }
 
@@ -263,14 +264,15 @@ unsafe fn work_of<T: RequestWork>(rq: *mut bindings::request) -> *mut KthreadWor
 /// # Invariants
 ///
 /// `work` is a `kthread_work` running `batch_work_fn`, queued only to `worker`, whose thread
-/// is `task`. `head` (a list of request items linked by `next`) and `in_run` are read and
-/// written only by `task`. `work` is queued whenever the list is not empty, except while
+/// is `task`. `head` and `tail` (a list of request items linked by `next`, oldest first) and
+/// `in_run` are read and written only by `task`. `work` is queued whenever the list is not empty, except while
 /// `task` runs a request item (`in_run`), at whose end the list is ended or `work` queued.
 pub(crate) struct CompletionBatch {
     work: Opaque<bindings::kthread_work>,
     worker: NonNull<bindings::kthread_worker>,
     task: *mut bindings::task_struct,
     head: UnsafeCell<*mut KthreadWork>,
+    tail: UnsafeCell<*mut KthreadWork>,
     in_run: UnsafeCell<bool>,
 }
 
@@ -306,25 +308,17 @@ impl CompletionBatch {
         }
     }
 
-    /// Ends the collected requests, in the order they finished.
+    /// Ends the collected requests, in the order they finished (the list's).
     ///
     /// # Safety
     ///
     /// Only on the batch's thread, in task context, outside a request's completion.
     unsafe fn end_all(&self) {
         // SAFETY: On the batch's thread, the only one touching the list.
-        let mut newest = unsafe { core::mem::take(&mut *self.head.get()) };
-        // The list holds the newest first: end the requests in the order they finished.
-        let mut item = core::ptr::null_mut::<KthreadWork>();
-        while !newest.is_null() {
-            // SAFETY: As below: the list's items are the batch thread's to relink.
-            unsafe {
-                let next = (*newest).next;
-                (*newest).next = item;
-                item = newest;
-                newest = next;
-            }
-        }
+        let mut item = unsafe {
+            *self.tail.get() = core::ptr::null_mut();
+            core::mem::take(&mut *self.head.get())
+        };
         while !item.is_null() {
             // SAFETY: Items in the list belong to requests the list owns (their completion
             // was handed to it); `next` is read before the request is given up.
@@ -364,10 +358,14 @@ impl<T: RequestWork> OwnedRequest<T> {
         // SAFETY: The current thread is the batch's (checked), the only one touching `head`
         // and the items in the list; the request's ownership goes to the list.
         unsafe {
-            let head = b.head.get();
-            (*item).next = *head;
-            let was_empty = (*head).is_null();
-            *head = item;
+            let tail = b.tail.get();
+            let was_empty = (*tail).is_null();
+            if was_empty {
+                *b.head.get() = item;
+            } else {
+                (**tail).next = item;
+            }
+            *tail = item;
             if was_empty && !*b.in_run.get() {
                 // INVARIANT: queued now that the list is not empty (outside a request item,
                 // whose end would do it).
