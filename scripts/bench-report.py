@@ -23,9 +23,9 @@ import os
 import statistics
 import sys
 
-DRIVERS = ["raw", "loop", "rust_loop", "rust_loop_mq2", "ublk"]
+DRIVERS = ["raw", "loop", "rust_loop", "rust_loop_mq2", "rust_loop_b", "ublk"]
 LABEL = {"raw": "raw file (O_DIRECT)", "loop": "C loop", "rust_loop": "rust_loop",
-         "rust_loop_mq2": "rust_loop 2 hw queues",
+         "rust_loop_mq2": "rust_loop 2 hw queues", "rust_loop_b": "rust_loop B",
          "ublk": "ublk (rublk)"}
 METRICS = ["iops", "bw_mib_s", "cpu_us_per_io", "ctxt_per_io", "lat_mean_us", "clat_p99_us"]
 RATIOS = [("rust_loop/loop", "loop"), ("rust_loop/ublk", "ublk"), ("rust_loop/raw", "raw")]
@@ -47,6 +47,34 @@ def fmt(v, nd=0):
     if nd == 0:
         return f"{v:,.0f}"
     return f"{v:.{nd}f}"
+
+
+def ab_table(backings, modes, workloads, by_round, meta, icount):
+    """rust_loop (A) against rust_loop_b (B), cell by cell: per-round values (instructions per
+    I/O under icount, else IOPS), medians, B/A of the medians and per round. [] without B."""
+    out = []
+    for b in backings:
+        for mode in modes:
+            for wl in workloads:
+                a_s, b_s, pairs = [], [], []
+                for rnd in range(1, meta["rounds"] + 1):
+                    sa = by_round.get(("rust_loop", b, mode, wl, rnd))
+                    sb = by_round.get(("rust_loop_b", b, mode, wl, rnd))
+                    va = (1e9 / sa["iops"] if icount else sa["iops"]) if sa and sa.get("iops") else None
+                    vb = (1e9 / sb["iops"] if icount else sb["iops"]) if sb and sb.get("iops") else None
+                    if va is not None:
+                        a_s.append(va)
+                    if vb is not None:
+                        b_s.append(vb)
+                    if va and vb:
+                        pairs.append(vb / va)
+                if not a_s or not b_s:
+                    continue
+                ma, mb = statistics.median(a_s), statistics.median(b_s)
+                out.append({"backing": b, "mode": mode, "workload": wl, "a": a_s, "b": b_s,
+                            "a_median": ma, "b_median": mb, "b/a": mb / ma if ma else None,
+                            "b/a per round": pairs, "b-a": mb - ma})
+    return out
 
 
 def main():
@@ -324,6 +352,27 @@ def main():
                          f"{fmt(ratios[f'{b}/{mode}/{wl}']['rust_loop/loop'], 2)} |")
         L.append("")
     cost_md = L[cost_at:]
+    ab = ab_table(backings, modes + (["dontcache"] if dontcache else []), workloads, by_round,
+                  meta, icount)
+    if ab:
+        b_what = ", ".join(x for x in (meta.get("b_ko") and f"`{meta['b_ko']}`",
+                                       meta.get("b_params") and f"parameters `{meta['b_params']}`") if x)
+        L.append(f"## A/B: rust_loop (A) against rust_loop B ({b_what}), same boot\n")
+        unit = "instructions per I/O (1e9 / IOPS)" if icount else "IOPS"
+        L.append(f"Per round, {unit}; `B/A` of the medians, and per round (the two ran in the same "
+                 "round, minutes apart at most)." + (" `B-A` in instructions per I/O." if icount else "")
+                 + "\n")
+        L.append("| backing | mode | workload | A per round | B per round | A median | B median | B/A | "
+                 "B/A per round |" + (" B-A |" if icount else ""))
+        L.append("|---|---|---|---|---|--:|--:|--:|---|" + ("--:|" if icount else ""))
+        for e in ab:
+            L.append(f"| {e['backing']} | {e['mode']} | {e['workload']} | "
+                     + ", ".join(fmt(x) for x in e["a"]) + " | " + ", ".join(fmt(x) for x in e["b"])
+                     + f" | {fmt(e['a_median'])} | {fmt(e['b_median'])} | {fmt(e['b/a'], 3)} | "
+                     + ", ".join(f"{x:.3f}" for x in e["b/a per round"]) + " |"
+                     + (f" {e['b-a']:+,.0f} |" if icount else ""))
+        L.append("")
+        res["ab"] = ab
     for b in backings if dontcache else []:
         L.append(f"## rust_loop cache modes, backing `{b}` (IOPS, median; 1M workloads: MiB/s)\n")
         L.append("`dontcache`: buffered mode with `cache_mode=dontcache` (backing I/O with "

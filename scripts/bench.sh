@@ -36,8 +36,20 @@
 #   BENCH_NO_SETUP=1      skip scripts/setup.sh
 #   BENCH_OUT_DIR         results directory (default results/bench, results/bench-icount for icount)
 #   BENCH_RUST_LOOP_PARAMS  rust_loop module parameters for an experiment (e.g. nowait_max_depth=0)
+#   BENCH_B_KO, BENCH_B_PARAMS  an A/B in one boot: add rust_loop_b to BENCH_DRIVERS and it runs
+#                         this rust_loop.ko (another build; default the one built here) with these
+#                         module parameters, its cells interleaved with rust_loop's; summary.md
+#                         gains the "A/B" table (per round, and the median difference)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
+if [ -n "${BENCH_B_KO:-}" ]; then
+	[ -f "$BENCH_B_KO" ] || die "BENCH_B_KO: no such file: $BENCH_B_KO"
+	BENCH_B_KO=$(realpath "$BENCH_B_KO")
+fi
+b_drivers=${BENCH_DRIVERS:-}
+if [[ ",${b_drivers// /,}," == *,rust_loop_b,* ]] && [ -z "${BENCH_B_KO:-}${BENCH_B_PARAMS:-}" ]; then
+	die "BENCH_DRIVERS has rust_loop_b but neither BENCH_B_KO nor BENCH_B_PARAMS says what B is"
+fi
 start=$(date +%s)
 
 BENCH_CLOCK=${BENCH_CLOCK:-wall}
@@ -150,7 +162,8 @@ bash scripts/vm.sh --disk "$img" --mem "${BENCH_VM_MEM:-4G}" -- env \
 	BENCH_PAGECACHE_MB="$BENCH_PAGECACHE_MB" BENCH_WORKLOADS="${BENCH_WORKLOADS:-}" \
 	BENCH_DRIVERS="${BENCH_DRIVERS:-}" BENCH_BACKINGS="${BENCH_BACKINGS:-}" \
 	BENCH_MODES="${BENCH_MODES:-}" BENCH_MQ_WORKLOADS="${BENCH_MQ_WORKLOADS:-}" \
-	BENCH_CLOCK="$BENCH_CLOCK" BENCH_RUST_LOOP_PARAMS="${BENCH_RUST_LOOP_PARAMS:-}" BENCH_RUBLK="$rublk" BENCH_RUBLK_NOTE="$rublk_note" \
+	BENCH_CLOCK="$BENCH_CLOCK" BENCH_RUST_LOOP_PARAMS="${BENCH_RUST_LOOP_PARAMS:-}" \
+	BENCH_B_KO="${BENCH_B_KO:-}" BENCH_B_PARAMS="${BENCH_B_PARAMS:-}" BENCH_RUBLK="$rublk" BENCH_RUBLK_NOTE="$rublk_note" \
 	BENCH_UBLK_OPTS="${BENCH_UBLK_OPTS:-}" BENCH_ACCEL="$accel" BENCH_GIT="$git_desc" \
 	BENCH_OUT="$OUT" python3 scripts/guest-bench.py || status=$?
 vm_secs=$(($(date +%s) - vm_start))

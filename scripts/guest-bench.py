@@ -22,6 +22,8 @@ Environment (scripts/bench.sh sets them; defaults in brackets):
   BENCH_WORKLOADS [all]    comma list of workload names (see WORKLOADS)
   BENCH_MQ_WORKLOADS [randread-4k-qd32,rw-4k-qd16-12jobs]  workloads of rust_loop_mq2 ("all": every one)
   BENCH_RUST_LOOP_PARAMS   module parameters for `insmod rust_loop.ko` (experiments), e.g. nowait_max_depth=0
+  BENCH_B_KO               driver rust_loop_b: this rust_loop.ko (another build; default: rust_loop.ko)
+  BENCH_B_PARAMS           driver rust_loop_b: its module parameters (default: none)
   BENCH_CLOCK [wall]       wall, or icount (the guest's clock counts instructions: recorded in meta)
   BENCH_RUBLK              path of the rublk binary ("" = skip the ublk cells)
   BENCH_RUBLK_NOTE         why rublk is missing (recorded in the JSON)
@@ -76,7 +78,10 @@ WORKLOADS = {
 }
 # rust_loop_mq2: rust_loop with 2 hardware queues (and workers) per device, dio only, on the
 # workloads in MQ_WORKLOADS.
-ALL_DRIVERS = ["raw", "loop", "rust_loop", "rust_loop_mq2", "ublk"]
+# rust_loop_b: an A/B experiment beside rust_loop in the same boot, its rounds interleaved with
+# rust_loop's: another build (BENCH_B_KO) and/or other module parameters (BENCH_B_PARAMS).
+ALL_DRIVERS = ["raw", "loop", "rust_loop", "rust_loop_mq2", "rust_loop_b", "ublk"]
+KO_B = ENV.get("BENCH_B_KO", "") or KO
 MQ_WORKLOADS = env_list("BENCH_MQ_WORKLOADS", ["randread-4k-qd32", "rw-4k-qd16-12jobs"])
 if MQ_WORKLOADS == ["all"]:
     MQ_WORKLOADS = list(WORKLOADS)
@@ -229,16 +234,21 @@ class Raw:
 class Loop:
     """loop.ko or rust_loop.ko through losetup --direct-io=on|off."""
 
-    def __init__(self, name, queues=None):
+    # The (ko, parameters) rust_loop was last loaded with: rust_loop_b may need another.
+    loaded = None
+
+    def __init__(self, name, queues=None, ko=KO, params_env="BENCH_RUST_LOOP_PARAMS"):
         self.name = name
         self.queues = queues
+        self.module = (ko, shlex.split(ENV.get(params_env, ""))) if name == "rust_loop" else None
 
     def load(self):
-        if os.path.isdir(f"/sys/module/{self.name}"):
+        if os.path.isdir(f"/sys/module/{self.name}") and self.module == Loop.loaded:
             return
         unload_loop_drivers()
+        Loop.loaded = None
         cmd = (["modprobe", "loop"] if self.name == "loop"
-               else ["insmod", KO] + shlex.split(ENV.get("BENCH_RUST_LOOP_PARAMS", "")))
+               else ["insmod", self.module[0]] + self.module[1])
         # The other driver's unload can still hold block major 7 or the misc minor for a moment
         # after rmmod returned (insmod: EBUSY): retry for a few seconds before giving up.
         for attempt in range(30):
@@ -250,6 +260,7 @@ class Loop:
             sh(cmd)
         if attempt:
             print(f"  note: {' '.join(cmd)} needed {attempt + 1} attempts", flush=True)
+        Loop.loaded = self.module
         for _ in range(50):
             if os.path.exists("/dev/loop-control"):
                 break
@@ -495,7 +506,8 @@ def main():
     result_path = os.path.join(OUT, "bench.json")
     notes = []
     drivers = {"raw": Raw(), "loop": Loop("loop"), "rust_loop": Loop("rust_loop", 1),
-               "rust_loop_mq2": Loop("rust_loop", 2), "ublk": Ublk()}
+               "rust_loop_mq2": Loop("rust_loop", 2),
+               "rust_loop_b": Loop("rust_loop", 1, KO_B, "BENCH_B_PARAMS"), "ublk": Ublk()}
     active = list(DRIVERS)
     if "ublk" in active and not (RUBLK and os.access(RUBLK, os.X_OK)):
         notes.append(f"ublk cells skipped: rublk not available ({RUBLK_NOTE or 'BENCH_RUBLK unset'})")
@@ -505,6 +517,9 @@ def main():
             if d in active:
                 notes.append(f"{d} cells skipped: rust_loop.ko not built")
                 active.remove(d)
+    if "rust_loop_b" in active and not os.path.exists(KO_B):
+        notes.append(f"rust_loop_b cells skipped: {KO_B} does not exist")
+        active.remove("rust_loop_b")
     for n in notes:
         log("NOTE: " + n)
 
@@ -526,6 +541,8 @@ def main():
             "git": ENV.get("BENCH_GIT", ""),
             "runtime_s": RUNTIME, "rounds": ROUNDS, "file_mib": FILE_MB,
             "pagecache_read_mib": PAGECACHE_MB,
+            "b_ko": KO_B if "rust_loop_b" in active else None,
+            "b_params": ENV.get("BENCH_B_PARAMS", "") if "rust_loop_b" in active else None,
             "drivers": active, "backings": BACKINGS, "modes": MODES, "workloads": WL_NAMES,
             "workload_fio": {w: WORKLOADS[w] for w in WL_NAMES},
             "hz": HZ,
@@ -549,7 +566,7 @@ def main():
     def modes_of(d):
         if d in ("raw", "rust_loop_mq2"):
             return ["dio"]
-        return MODES if d == "rust_loop" else [m for m in MODES if m != "dontcache"]
+        return MODES if d in ("rust_loop", "rust_loop_b") else [m for m in MODES if m != "dontcache"]
 
     def wls_of(d):
         return [w for w in WL_NAMES if w in MQ_WORKLOADS] if d == "rust_loop_mq2" else WL_NAMES

@@ -84,5 +84,35 @@ rc=0
 [ $rc = 0 ] || fail "the report without --gate failed (rc=$rc)"
 grep -q '## Instructions per I/O' "$tmp/summary.md" || fail "summary.md has no cost table"
 
+# A/B (rust_loop_b): two rounds, A 14000 and 14400, B 14700 and 14900 instructions per I/O.
+"$py" - "$tmp/ab.json" <<'PY'
+import json, sys
+rounds = [{"raw": 10000, "loop": 14000, "rust_loop": 14000, "rust_loop_b": 14700},
+          {"raw": 10000, "loop": 14000, "rust_loop": 14400, "rust_loop_b": 14900}]
+meta = {"date": "2026-12-01T00:00:00+00:00", "kernel": "test", "cpus": 2, "cpu_model": "test",
+        "mem_total_kib": 4 << 20, "accel": "TCG", "clock": "icount", "fio": "fio-3.33",
+        "rounds": 2, "runtime_s": 1, "file_mib": 256, "pagecache_read_mib": 0,
+        "drivers": ["raw", "loop", "rust_loop", "rust_loop_b"], "backings": ["nullb"],
+        "modes": ["dio"], "workloads": ["psync-randread-4k"], "b_ko": "/x/rust_loop.ko",
+        "b_params": ""}
+samples = [{"round": i + 1, "driver": d, "backing": "nullb", "mode": "dio",
+            "workload": "psync-randread-4k", "iops": 1e9 / insns}
+           for i, r in enumerate(rounds) for d, insns in r.items()]
+json.dump({"meta": meta, "notes": [], "samples": samples, "pagecache": [], "errors": []},
+          open(sys.argv[1], "w"))
+PY
+rc=0
+out=$("$py" scripts/bench-report.py "$tmp/ab.json" 2>&1) || rc=$?
+[ $rc = 0 ] || fail "the A/B report failed (rc=$rc): $(tail -3 <<<"$out")"
+grep -q '^## A/B: rust_loop (A) against rust_loop B (`/x/rust_loop.ko`), same boot' "$tmp/summary.md" ||
+	fail "summary.md has no A/B table"
+grep -qF '| nullb | dio | psync-randread-4k | 14,000, 14,400 | 14,700, 14,900 | 14,200 | 14,800 | 1.042 | 1.050, 1.035 | +600 |' "$tmp/summary.md" ||
+	fail "A/B row wrong: $(grep '^| nullb | dio' "$tmp/summary.md")"
+"$py" -c 'import json,sys; ab=json.load(open(sys.argv[1]))["ab"]; assert len(ab)==1 and round(ab[0]["b-a"])==600' "$tmp/ab.json" ||
+	fail "bench.json has no ab entry"
+# Without rust_loop_b there is no A/B table.
+grep -q '## A/B' <("$py" scripts/bench-report.py "$tmp/ok.json" 2>&1; cat "$tmp/summary.md") &&
+	fail "an A/B table without rust_loop_b samples"
+
 [ $failed = 0 ] && echo "ok"
 exit $failed
