@@ -65,6 +65,18 @@ fatal() { log "error: $*"; exit 2; }
 log "kernel $(uname -r); drivers: $DRIVERS; file systems: $FSLIST; tests: $LIST (x$ITER);" \
 	"backing: $BACKING${BACKING_OPTS:+ -o $BACKING_OPTS} on $DISK, direct-io=$DIO; limit ${LIMIT}s per ./check"
 
+# ./check runs in a session keyring of its own, as it would in a login session (pam_keyinit):
+# the guest's init gives its processes none, so each `keyctl` of a test would get a new anonymous
+# one that dies with it, and a test that adds a key to a keyring it created a moment before
+# (fscrypt v1 policies: common/encrypt's _init_session_keyring, then `keyctl padd ... $ring`)
+# failed with ENOKEY ("Required key not available") on any block device.
+SESSION_KEYRING=()
+if command -v keyctl >/dev/null 2>&1; then
+	SESSION_KEYRING=(keyctl session -)
+else
+	log "note: no keyctl: the fscrypt tests that need a session keyring cannot run"
+fi
+
 # fstests writes into its own tree (results/, local.config): it runs from a copy in the tmpfs.
 touch /tmp/.rust-loop-w 2>/dev/null && rm -f /tmp/.rust-loop-w || mount -t tmpfs tmpfs /tmp ||
 	fatal "/tmp is not writable and no tmpfs could be mounted on it"
@@ -278,7 +290,7 @@ run_check() {
 	note=""
 	# Its own session, so that a hung test can be killed with everything it started; output to
 	# a file, not a pipe (a task in D state holding a pipe open would block the reader).
-	(cd "$FST" && exec setsid ./check "$t" >"$dir/check.out" 2>&1 </dev/null) &
+	(cd "$FST" && exec setsid "${SESSION_KEYRING[@]}" ./check "$t" >"$dir/check.out" 2>&1 </dev/null) &
 	pid=$!
 	local work work_at=$start
 	work=$(activity "$pid")
@@ -398,7 +410,7 @@ run_batch() {
 	counters "$dir/counters.before" "$tdev" "$sdev"
 	log "$drv/$fs: ./check of $# tests ($1 .. ${!#})"
 	# --exact-order: in the batch's order, which report_done assumes (./check sorts otherwise).
-	(cd "$FST" && exec setsid ./check --exact-order "$@" >"$dir/check.out" 2>&1 </dev/null) &
+	(cd "$FST" && exec setsid "${SESSION_KEYRING[@]}" ./check --exact-order "$@" >"$dir/check.out" 2>&1 </dev/null) &
 	pid=$!
 	start=$(date +%s) last=$start size=0
 	local work work_at=$start
