@@ -52,16 +52,19 @@ def fmt(v, nd=0):
 def ab_table(backings, modes, workloads, by_round, meta, icount):
     """rust_loop (A) against rust_loop_b (B), cell by cell: per-round values (instructions per
     I/O under icount, else IOPS), medians, B/A of the medians and per round. [] without B."""
+    def value(driver, b, mode, wl, rnd):
+        s = by_round.get((driver, b, mode, wl, rnd))
+        if not s or not s.get("iops"):
+            return None
+        return 1e9 / s["iops"] if icount else s["iops"]
+
     out = []
     for b in backings:
         for mode in modes:
             for wl in workloads:
                 a_s, b_s, pairs = [], [], []
                 for rnd in range(1, meta["rounds"] + 1):
-                    sa = by_round.get(("rust_loop", b, mode, wl, rnd))
-                    sb = by_round.get(("rust_loop_b", b, mode, wl, rnd))
-                    va = (1e9 / sa["iops"] if icount else sa["iops"]) if sa and sa.get("iops") else None
-                    vb = (1e9 / sb["iops"] if icount else sb["iops"]) if sb and sb.get("iops") else None
+                    va, vb = value("rust_loop", b, mode, wl, rnd), value("rust_loop_b", b, mode, wl, rnd)
                     if va is not None:
                         a_s.append(va)
                     if vb is not None:

@@ -541,7 +541,7 @@ def main():
             "git": ENV.get("BENCH_GIT", ""),
             "runtime_s": RUNTIME, "rounds": ROUNDS, "file_mib": FILE_MB,
             "pagecache_read_mib": PAGECACHE_MB,
-            "b_ko": KO_B if "rust_loop_b" in active else None,
+            "b_ko": ENV.get("BENCH_B_KO") or None if "rust_loop_b" in active else None,
             "b_params": ENV.get("BENCH_B_PARAMS", "") if "rust_loop_b" in active else None,
             "drivers": active, "backings": BACKINGS, "modes": MODES, "workloads": WL_NAMES,
             "workload_fio": {w: WORKLOADS[w] for w in WL_NAMES},
