@@ -15,16 +15,22 @@ device exists beforehand:
      device a number of its own (LOOP_CTL_ADD N, each task its own range), "lowest" takes the
      lowest free number (LOOP_CTL_ADD -1, as losetup -f ends up doing once the devices are
      gone), so numbers come back as devices are removed.
+With LIFECYCLE_PROFILE=1 each lifecycle run (until udev settled) is recorded with
+`perf record -e cpu-clock -a` and LIFECYCLE_OUT/profile-DRIVER-NUMBERS-TASKS.txt gives the guest's
+CPU per device by command (udev's workers, the tasks, kernel threads), by module and by symbol.
 Writes LIFECYCLE_OUT/lifecycle.json and prints a table.
 """
 
 import json
 import mmap
+import signal
 import multiprocessing
 import os
+import collections
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import fcntl
 import importlib.util
@@ -44,6 +50,8 @@ DRIVERS = ENV.get("LIFECYCLE_DRIVERS", "loop,rust_loop").split(",")
 NUMBERS = ENV.get("LIFECYCLE_NUMBERS", "distinct,lowest").split(",")
 OUT = ENV.get("LIFECYCLE_OUT", os.path.join(ROOT, "results", "lifecycle"))
 KO = os.path.join(ROOT, "rust_loop.ko")
+PROFILE = ENV.get("LIFECYCLE_PROFILE", "0") == "1"
+PROFILE_HZ = 999
 WORK = "/tmp/lifecycle"
 
 # The loop ABI as the tests define it (tests/loopioctl.py: ioctl numbers, struct loop_config).
@@ -206,9 +214,110 @@ def worker(first, count, backing, q, lowest):
     q.put((lat, err))
 
 
+def profile_start():
+    """perf record of the whole guest (cpu-clock; perf cannot write over 9p: the guest's tmpfs)."""
+    data, ctl, ack = f"{WORK}/perf.data", f"{WORK}/perf.ctl", f"{WORK}/perf.ack"
+    for fifo in (ctl, ack):
+        if os.path.exists(fifo):
+            os.unlink(fifo)
+        os.mkfifo(fifo)
+    # Started disabled (-D -1) and enabled through its control FIFO once it is ready: perf's
+    # start-up (synthesizing every task's maps) takes seconds under TCG, longer than a short run.
+    proc = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(PROFILE_HZ),
+                             "-a", "-D", "-1", "--control", f"fifo:{ctl},{ack}", "-o", data],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with open(ctl, "w") as c, open(ack) as a:
+        c.write("enable\n")
+        c.flush()
+        a.readline()
+    return data, proc
+
+
+class WaitSampler(threading.Thread):
+    """Every 20 ms (runs of several tasks), where the run's sleeping tasks wait: for each task of the run (the lifecycle
+    processes, udev's workers, kernel workers) not on a CPU, its state and wchan, and for tasks in
+    uninterruptible sleep the top of the kernel stack. What the CPU profile cannot show: a
+    run's idle time is somebody's waiting."""
+
+    COMMS = ("python3", "(udev-worker)", "systemd-udevd", "udevadm", "kworker", "rust_loop")
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.counts = collections.Counter()
+        self.samples = 0
+
+    def run(self):
+        me = str(os.getpid())
+        while not self.stop.wait(0.02):
+            self.samples += 1
+            for p in os.listdir("/proc"):
+                if not p.isdigit() or p == me:
+                    continue
+                try:
+                    with open(f"/proc/{p}/stat") as f:
+                        st = f.read()
+                    comm = st[st.index("(") + 1:st.rindex(")")]
+                    state = st[st.rindex(")") + 2]
+                    if state not in "DS" or not comm.startswith(self.COMMS):
+                        continue
+                    with open(f"/proc/{p}/wchan") as f:
+                        wchan = f.read().strip() or "-"
+                    where = wchan
+                    if state == "D":
+                        with open(f"/proc/{p}/stack") as f:
+                            frames = [ln.split()[1].split("+")[0] for ln in f if len(ln.split()) > 1]
+                        where = " < ".join(frames[:6])
+                except (OSError, ValueError, IndexError):
+                    continue
+                cls = comm.split("/")[0].split("-")[0] if comm.startswith("kworker") else comm
+                self.counts[(cls, state, where)] += 1
+
+    def report(self):
+        self.stop.set()
+        self.join()
+        out = [f"\n## waiting tasks, {self.samples} samples at 20 ms (task-samples; D: stack top)\n"]
+        for (comm, state, where), n in self.counts.most_common(40):
+            out.append(f"{n:8d}  {comm:16s} {state}  {where}\n")
+        return out
+
+
+def profile_report(data, proc, name, devices, waits=None):
+    """Stops the recording and writes the guest's CPU per device by command, module and symbol."""
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=600)[1]
+    head = (f"# {name}: perf record -e cpu-clock -F {PROFILE_HZ} -a over the run until udev "
+            f"settled, {devices} devices; ms/device = samples / {PROFILE_HZ} Hz * 1000 / devices\n")
+    out = [head]
+    # The tasks' own CPU (their system calls: add_disk, del_gendisk, the driver) apart from udev's.
+    for sort, only in (("comm", []), ("dso", []), ("sym", []), ("sym", ["--comms", "python3"])):
+        r = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "-n",
+                            "--sort", sort, "--percent-limit", "0.3"] + only,
+                           text=True, capture_output=True)
+        out.append(f"\n## by {sort}{', the lifecycle tasks only' if only else ''}\n")
+        for line in r.stdout.splitlines():
+            f = line.split()
+            # Rows are "pct% samples name...": add the samples as ms of CPU per device.
+            if len(f) >= 3 and f[0].endswith("%") and f[1].isdigit() and devices:
+                line += f"   [{int(f[1]) * 1e3 / PROFILE_HZ / devices:.3f} ms/device]"
+            out.append(line + "\n")
+        if r.returncode:
+            out.append(r.stderr[-400:] + "\n")
+    if waits:
+        out += waits.report()
+    if proc.returncode not in (0, -signal.SIGINT, 130):
+        out.append(f"perf record exited {proc.returncode}: {err[-400:]}\n")
+    with open(os.path.join(OUT, f"profile-{name}.txt"), "w") as f:
+        f.writelines(out)
+
+
 def lifecycle(driver, tasks, backing, numbers):
     load(driver)
     settle()
+    prof = profile_start() if PROFILE else None
+    waits = WaitSampler() if PROFILE and tasks > 1 else None
+    if waits:
+        waits.start()
     per = N // tasks
     q = multiprocessing.Queue()
     procs = [multiprocessing.Process(target=worker,
@@ -229,6 +338,8 @@ def lifecycle(driver, tasks, backing, numbers):
     errors = [e for _, e in results if e]
     lat = {s: [x for r, _ in results for x in r[s]] for s in STEPS}
     done = len(lat["remove"])
+    if prof:
+        profile_report(*prof, f"{driver}-{numbers}-{tasks}", done, waits)
     res = {"driver": driver, "tasks": tasks, "numbers": numbers, "devices": done, "wall_s": wall,
            "devices_per_s": done / wall if wall else 0, "errors": errors,
            "settled_s": settled, "devices_per_s_settled": done / settled if settled else 0,

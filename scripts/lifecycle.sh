@@ -7,6 +7,8 @@
 #   LIFECYCLE_NUMBERS=lowest scripts/lifecycle.sh   # distinct (each device its own number), lowest
 #                                                   # (the lowest free one), or both (default)
 #   LIFECYCLE_RUST_LOOP_PARAMS="worker_linger_ms=0" scripts/lifecycle.sh   # rust_loop's insmod parameters
+#   LIFECYCLE_PROFILE=1 scripts/lifecycle.sh   # perf record each run: CPU per device by command,
+#                                               # module, symbol (results/lifecycle/profile-*.txt)
 #
 # Results in results/lifecycle/: lifecycle.json, summary.md.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -26,4 +28,5 @@ bash scripts/vm.sh -- env LIFECYCLE_N="${LIFECYCLE_N:-1000}" LIFECYCLE_TASKS="${
 	LIFECYCLE_IDLE="${LIFECYCLE_IDLE:-1000}" LIFECYCLE_DRIVERS="${LIFECYCLE_DRIVERS:-loop,rust_loop}" \
 	LIFECYCLE_NUMBERS="${LIFECYCLE_NUMBERS:-distinct,lowest}" \
 	LIFECYCLE_RUST_LOOP_PARAMS="${LIFECYCLE_RUST_LOOP_PARAMS:-}" \
+	LIFECYCLE_PROFILE="${LIFECYCLE_PROFILE:-0}" LIFECYCLE_OUT="${LIFECYCLE_OUT:-$ROOT/results/lifecycle}" \
 	python3 scripts/guest-lifecycle.py || die "the lifecycle benchmark failed (see above)"
