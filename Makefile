@@ -2,7 +2,8 @@
 # rust_loop — build, run and test. Every target sets up what it needs (scripts/setup.sh is
 # idempotent and quick once done).
 #
-#   make                 build rust_loop.ko against the cached kernel (KDIR=... to use another)
+#   make                 build rust_loop.ko (KERNEL=stock, the default: for Debian's 7.3 kernel;
+#                        KERNEL=default|debug: for the project's own kernels; KDIR=...: another tree)
 #   make run             main job: build, boot a VM, attach an image with --direct-io=on, mkfs, fio
 #   make check           the test suite in a VM (KERNEL=debug for the sanitizer kernel)
 #   make bench           the benchmark (see BENCHMARKS.md; BENCH_CLOCK=icount: instruction-counted)
@@ -11,37 +12,36 @@
 #   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/profile.sh)
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (docs/testing.md "fstests")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
+#   make toolchains      build with the stock kernel's rustc and with the project's (both warning-free)
+#   make deb             the DKMS package (results/deb/rust-loop-dkms_<version>_all.deb)
 #   make fmt | fmtcheck | clippy | clean
 
-KERNEL ?= default
+KERNEL ?= stock
 export KERNEL
-ifeq ($(KDIR),)
-KDIR_CMD = $$(bash scripts/kernel.sh)
-else
-KDIR_CMD = $(KDIR)
-endif
 export KDIR
-
-# The LLVM= the kernel tree was built with (empty: GCC; the debug flavour is built with clang-19).
-LLVM_CMD = $$(bash -c 'source scripts/common.sh; kernel_llvm "$$0"' "$$kdir")
 
 # -Dwarnings: the module build must stay free of warnings.
 MODFLAGS = KRUSTFLAGS=-Dwarnings
+# make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
+KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check bench perfcheck profile lifecycle fstests fmt fmtcheck clippy
+.PHONY: all modules clean setup kernel run check bench perfcheck profile lifecycle fstests fmt fmtcheck clippy deb toolchains
 
 all: modules
 
 modules:
-	@kdir=$(KDIR_CMD) && bash -c 'source scripts/common.sh; check_kdir "$$0"' "$$kdir" && \
-	$(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM="$(LLVM_CMD)" $(MODFLAGS) modules
+	@$(KMAKE) M="$(CURDIR)" $(MODFLAGS) modules
 
 clippy:
-	@kdir=$(KDIR_CMD) && $(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM="$(LLVM_CMD)" $(MODFLAGS) CLIPPY=1 modules
+	@$(KMAKE) M="$(CURDIR)" $(MODFLAGS) CLIPPY=1 modules
+
+# The module and clippy with the stock kernel's toolchain and with the project's (rustup's).
+toolchains:
+	bash scripts/toolchains.sh
 
 clean:
 	@kdir=$$(bash -c 'source scripts/common.sh; kernel_dir' 2>/dev/null); \
-	if [ -f "$$kdir/Makefile" ]; then $(MAKE) -C "$$kdir" M="$(CURDIR)" LLVM="$(LLVM_CMD)" clean; fi; \
+	if [ -f "$$kdir/Makefile" ]; then $(KMAKE) M="$(CURDIR)" clean; fi; \
 	rm -f *.o *.ko *.mod *.mod.c *.mod.o .*.cmd Module.symvers modules.order rust_loop/*.o
 
 setup:
@@ -72,7 +72,10 @@ lifecycle:
 fstests:
 	bash scripts/fstests.sh
 
-RUSTFMT = rustfmt --edition 2021 --config-path "$$(bash -c 'source scripts/common.sh; kernel_src')/.rustfmt.toml"
+deb:
+	bash scripts/deb.sh
+
+RUSTFMT = bash scripts/kernel.sh >/dev/null && rustfmt --edition 2021 --config-path "$$(bash -c 'source scripts/common.sh; kernel_src')/.rustfmt.toml"
 
 fmt:
 	$(RUSTFMT) rust_loop.rs

@@ -10,9 +10,9 @@ use crate::{
     dispatch::{LoadTracker, QueueLoad, WriteSteering},
     stats::DevStats,
     sys::{
-        BackingFile, BlkStatus, BlockDevice, DioAlign, Disk, DiskConfig, DiskOps, DiskRelease,
-        KthreadWorker, ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE, BLK_OPEN_WRITE,
-        SECTOR_SHIFT, SECTOR_SIZE,
+        valid_block_size, BackingFile, BlkStatus, BlockDevice, DioAlign, Disk, DiskConfig, DiskOps,
+        DiskRelease, KthreadWorker, ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE,
+        BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },
     sysfs,
     uapi::{self, loop_config, loop_info64},
@@ -1305,22 +1305,20 @@ fn huge_encode_dev(dev: u32) -> u64 {
     (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
 }
 
-/// A loop device block size: a power of two from 512 to `PAGE_SIZE`.
-fn valid_block_size(bsize: usize) -> bool {
-    (SECTOR_SIZE as usize..=kernel::page::PAGE_SIZE).contains(&bsize) && bsize.is_power_of_two()
-}
-
 #[kernel::macros::kunit_tests(rust_loop_device)]
 mod tests {
     use super::*;
+    use crate::sys::max_block_size;
 
-    /// `blk_validate_block_size`: a power of two from 512 to the page size.
+    /// `blk_validate_block_size`: a power of two from 512 to `BLK_MAX_BLOCK_SIZE` (at least the
+    /// page size).
     #[test]
     fn block_sizes() {
-        for ok in [512, 1024, 2048, 4096] {
+        let max = max_block_size();
+        for ok in [512, 1024, 2048, 4096, kernel::page::PAGE_SIZE, max] {
             assert!(valid_block_size(ok));
         }
-        for bad in [0, 1, 256, 511, 513, 1000, 3072, 8192, usize::MAX] {
+        for bad in [0, 1, 256, 511, 513, 1000, 3072, max * 2, usize::MAX] {
             assert!(!valid_block_size(bad));
         }
     }

@@ -5,13 +5,22 @@
 #   scripts/check.sh [REGEX]     (make check; KERNEL=debug for the sanitizer kernel)
 #
 # REGEX selects guest tests by "file/test" and host tests by "scripts/NAME". Prints "N passed,
-# N failed" over both as its last line (also into results/tests/summary, which .ci/run reads)
-# and exits non-zero on any failure.
+# N failed, N skipped" over both as its last line (also into results/tests/summary, which .ci/run
+# reads; results/tests/skipped says why each was skipped) and exits non-zero on any failure.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
+# Where the time goes: "seconds<TAB>kind<TAB>name" rows, sorted into results/tests/times.tsv at
+# the end with the guest's per-test rows (docs/testing.md "Where the time goes").
+times_rows=
+phase_start=$SECONDS
+phase() {
+	times_rows+="$((SECONDS - phase_start))"$'\t'"set-up"$'\t'"$1"$'\n'
+	phase_start=$SECONDS
+}
 if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ]; then
 	bash scripts/setup.sh
 fi
+phase "scripts/setup.sh (packages, toolchain)"
 
 # The scripts' own tests first: they need neither the kernel nor a VM, and fail fast. Their
 # output goes to results/tests/scripts.log; their failures are added to results/tests/failures
@@ -19,7 +28,7 @@ fi
 say "tests: the scripts' tests on the host (tests/scripts)"
 mkdir -p results/tests
 : >results/tests/scripts.log
-host_passed=0 host_failed=0 host_failures=
+host_passed=0 host_failed=0 host_skipped=0 host_failures= host_skips=
 for t in tests/scripts/*.sh; do
 	[ -f "$t" ] || continue
 	name=scripts/$(basename "$t" .sh)
@@ -27,9 +36,16 @@ for t in tests/scripts/*.sh; do
 	t0=$SECONDS rc=0
 	out=$(bash "$t" 2>&1 </dev/null) || rc=$?
 	{ echo "=== $name (rc=$rc)"; echo "$out"; } >>results/tests/scripts.log
+	times_rows+="$((SECONDS - t0))"$'\t'"host test"$'\t'"$name"$'\n'
 	if [ $rc = 0 ]; then
 		host_passed=$((host_passed + 1))
 		printf 'ok   %-50s %5ss\n' "$name" "$((SECONDS - t0))"
+	elif [ $rc = 77 ]; then
+		# A missing prerequisite, said on its last "SKIP: " line (as tests/lib.sh's skip).
+		host_skipped=$((host_skipped + 1))
+		text=$(printf 'skip %-50s (%s)' "$name" "$(echo "$out" | sed -n 's/^SKIP: //p' | tail -n 1)")
+		echo "$text"
+		host_skips+="$text"$'\n'
 	else
 		host_failed=$((host_failed + 1))
 		text=$(printf 'FAIL %-50s %5ss (rc=%s)\n' "$name" "$((SECONDS - t0))" "$rc"
@@ -39,7 +55,9 @@ for t in tests/scripts/*.sh; do
 	fi
 done
 
+phase_start=$SECONDS
 bash scripts/kernel.sh >/dev/null
+phase "kernel ($KERNEL: scripts/$(is_stock && echo stock || echo kernel).sh)"
 say "module: building rust_loop.ko"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -47,27 +65,15 @@ make -s modules 2>&1 | tee "$log" >&2
 [ "${PIPESTATUS[0]}" = 0 ] || die "module build failed (see above)"
 ! grep -qiE '^(warning|.*: warning)' "$log" || die "module build produced warnings (see above); the build must stay warning-free"
 [ -f rust_loop.ko ] || die "module build produced no rust_loop.ko"
+phase "module build (rust_loop.ko)"
 say "tests: building the test helper modules (tests/kmod)"
-kdir=$(bash scripts/kernel.sh)
-make -s -C "$kdir" M="$ROOT/tests/kmod" LLVM="$(kernel_llvm "$kdir")" modules >&2 || die "building tests/kmod failed"
+bash scripts/kmake.sh -s M="$ROOT/tests/kmod" modules >&2 || die "building tests/kmod failed"
 say "tests: building the 32-bit compat ioctl program (tests/compat)"
 gcc -m32 -static -O2 -Wall -o tests/compat/loop32 tests/compat/loop32.c ||
 	die "building tests/compat/loop32 failed (needs gcc-multilib: scripts/setup.sh installs it)"
-# aio-stress, the load of fstests' generic/113 (tests/dio-hang), compiled from the fstests
-# snapshot in ../shared/third_party (its source is not copied into the project).
-say "tests: building aio-stress from the fstests snapshot (tests/dio-hang)"
-fstests_tar=$(ls "$ROOT"/../shared/third_party/fstests-*.tar.gz 2>/dev/null | head -n 1)
-[ -n "$fstests_tar" ] || die "no fstests snapshot in $ROOT/../shared/third_party (see ../shared/README.md)"
-aio_dir=$CACHE/aio-stress-$(sha256sum "$fstests_tar" | cut -c1-12)
-if [ ! -x "$aio_dir/aio-stress" ]; then
-	rm -rf "$aio_dir" && mkdir -p "$aio_dir"
-	tar -xzf "$fstests_tar" -C "$aio_dir" --wildcards --no-anchored 'ltp/aio-stress.c' ||
-		die "ltp/aio-stress.c not found in $fstests_tar"
-	gcc -O2 -w -o "$aio_dir/aio-stress.tmp" "$(find "$aio_dir" -name aio-stress.c | head -n 1)" -laio -lpthread ||
-		die "building aio-stress failed (needs libaio-dev: scripts/setup.sh installs it)"
-	mv "$aio_dir/aio-stress.tmp" "$aio_dir/aio-stress"
-fi
-cp "$aio_dir/aio-stress" tests/aio-stress
+# aio-stress (tests/dio-hang), from the fstests source; without it, those tests are skipped.
+bash scripts/aio-stress.sh || die "building aio-stress failed (see above)"
+phase "test helpers (tests/kmod, tests/compat, aio-stress)"
 
 mkdir -p results/tests
 rm -f results/tests/summary
@@ -82,15 +88,32 @@ pass=()
 for v in TEST_DRIVER TEST_TIMEOUT TEST_BUDGET TEST_PRIORITY FUZZ_ITERS FUZZ_MIN_ITERS FUZZ_SEED FUZZ_PROCS FUZZ_THREADS FUZZ_TIME RELOAD_CYCLES; do
 	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
 done
+# The kernel's configuration, for the tests that need an option (tests/lib.sh: need_config).
+if is_stock; then
+	stock_paths
+	pass+=("KERNEL_CONFIG=$CACHE/stock/image-$STOCK_KREL/lib/modules/$STOCK_KREL/config")
+else
+	pass+=("KERNEL_CONFIG=$(kernel_dir)/.config")
+fi
 status=0
 # 4 vCPUs: the multi-queue tests run 4 hardware queues (TCG runs them on however many host cores).
 VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda "${pass[@]}" bash tests/run.sh ||
 	status=$?
 [ -z "$host_failures" ] || printf '%s' "$host_failures" >>results/tests/failures
+vm_secs=$((SECONDS - phase_start))
 summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
+# The VM's own rows: its boot, the runner and shutdown are what the tests' times do not cover.
+tests_secs=$(awk -F'\t' '{s += $2} END {printf "%d", s}' results/tests/times.tsv 2>/dev/null || echo 0)
+{
+	printf '%s' "$times_rows"
+	echo "$((vm_secs - tests_secs))"$'\t'"set-up"$'\t'"VM boot, runner and shutdown (VM $vm_secs s, tests $tests_secs s)"
+	awk -F'\t' '{printf "%.1f\tguest test%s\t%s\n", $2, ($3 == 0 ? "" : " (rc=" $3 ")"), $1}' results/tests/times.tsv 2>/dev/null
+} | sort -t$'\t' -k1,1 -rn >results/tests/times.sorted.tsv
+mv results/tests/times.sorted.tsv results/tests/times.tsv
 # The host's tests count too: the summary file gets the sums, so that .ci/run adds them up.
-read -r guest_passed _ guest_failed _ <<<"$summary"
-summary="$((guest_passed + host_passed)) passed, $((guest_failed + host_failed)) failed"
+read -r guest_passed _ guest_failed _ guest_skipped _ <<<"$summary"
+[ -z "$host_skips" ] || printf '%s' "$host_skips" >>results/tests/skipped
+summary="$((guest_passed + host_passed)) passed, $((guest_failed + host_failed)) failed, $((${guest_skipped:-0} + host_skipped)) skipped"
 echo "$summary" >results/tests/summary
 [ "$host_failed" = 0 ] || [ "$status" != 0 ] || status=1
 echo "$summary"

@@ -3,14 +3,16 @@
 #
 # RUST_LOOP_CACHE   cache directory for the kernel tree, build output and tools
 #                   (default: ~/.cache/rust-loop). Everything heavy lives there.
-# KERNEL            kernel flavour: "default" or "debug" (KASAN, lockdep, UBSAN, ...).
+# KERNEL            kernel flavour: "stock" (Debian's own 7.3 kernel, the default; scripts/stock.sh),
+#                   or a kernel the project builds: "default" (tinyconfig + config/) or "debug"
+#                   (KASAN, lockdep, UBSAN, ...; scripts/kernel.sh).
 # KDIR              an already-built kernel tree to use instead of the cached one.
 
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE=${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}
-KERNEL=${KERNEL:-default}
+KERNEL=${KERNEL:-stock}
 KVER_SERIES=7.3
 LIBCLANG_PATH=${LIBCLANG_PATH:-/usr/lib/llvm-19/lib}
 export LIBCLANG_PATH
@@ -49,10 +51,29 @@ kernel_llvm() {
 	fi
 }
 
+# True for the flavour built from Debian's stock kernel (KERNEL=stock without KDIR).
+is_stock() { [ "$KERNEL" = stock ] && [ -z "${KDIR:-}" ]; }
+
+# The stock flavour's paths (config/stock.conf pins the kernel): its build root and, inside it,
+# the kernel source and the build tree with the regenerated Rust artefacts.
+stock_paths() {
+	# shellcheck source=../config/stock.conf
+	source "$ROOT/config/stock.conf"
+	STOCK_ROOT=$CACHE/stock/chroot-$STOCK_SUITE
+	STOCK_SRC_IN=/usr/src/rust-loop-source-$STOCK_DEBVER
+	STOCK_KBUILD_IN=/usr/src/rust-loop-kbuild/$STOCK_KREL
+	# STOCK_TOOLCHAIN=rustup: a second tree of the same headers, built with the project's own
+	# Rust toolchain (rustup's, as the project's kernels are), to compile against only.
+	[ "${STOCK_TOOLCHAIN:-debian}" != rustup ] || STOCK_KBUILD_IN+=-rustup
+}
+
 # Prints the kernel build directory to use: $KDIR if set, else the cached one.
 kernel_dir() {
 	if [ -n "${KDIR:-}" ]; then
 		echo "$KDIR"
+	elif is_stock; then
+		stock_paths
+		echo "$STOCK_ROOT$STOCK_KBUILD_IN"
 	else
 		echo "$CACHE/kernel/$(kernel_key)"
 	fi
@@ -75,6 +96,11 @@ check_kdir() {
 # Prints the extracted kernel source directory (where .rustfmt.toml and the C reference live).
 kernel_src() {
 	local src_ver
+	if is_stock; then
+		stock_paths
+		echo "$STOCK_ROOT$STOCK_SRC_IN"
+		return
+	fi
 	src_ver=$(dpkg-query -W -f='${Version}' "linux-source-$KVER_SERIES" 2>/dev/null) ||
 		die "linux-source-$KVER_SERIES is not installed: run scripts/setup.sh"
 	echo "$CACHE/src/linux-source-$src_ver"

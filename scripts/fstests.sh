@@ -6,8 +6,9 @@
 #
 # On the host (idempotent): the Debian packages fstests builds with and runs with, its users and
 # groups (fsgqa, fsgqa2, 123456-fsgqa; the guest shares the host's /etc), and fstests itself,
-# built from the snapshot in ../shared/third_party (CI has no network but the package registries;
-# nothing is downloaded) into $CACHE/fstests-<tarball hash>, marked built by .rust-loop-built.
+# built from the fstests source at its pinned commit (scripts/third_party.sh: $RUST_LOOP_THIRD_PARTY,
+# ../shared/third_party, or fetched upstream into the cache; CI reaches only the package registries,
+# so there the snapshot is used) into $CACHE/fstests-<tarball hash>, marked built by .rust-loop-built.
 # Then the kernel and rust_loop.ko, and a VM with a sparse scratch disk (/dev/vda) that runs
 # scripts/guest-fstests.sh: per driver (FSTESTS_DRIVERS) and file system under test (FSTESTS_FS)
 # two backing files on the scratch disk's file system (FSTESTS_BACKING) become TEST_DEV and
@@ -50,7 +51,12 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
 
-FSTESTS_TARBALL=${FSTESTS_TARBALL:-$(cd "$ROOT/.." && pwd)/shared/third_party/fstests-63a29724.tar.gz}
+# The fstests source at its pinned commit: scripts/third_party.sh says where it looked and how to
+# provide it when it finds none.
+if [ -z "${FSTESTS_TARBALL:-}" ]; then
+	FSTESTS_TARBALL=$(bash scripts/third_party.sh fstests) ||
+		die "make fstests needs the fstests source (see above)"
+fi
 FSTESTS_DRIVERS=${FSTESTS_DRIVERS:-rust_loop loop}
 FSTESTS_FS=${FSTESTS_FS:-xfs ext4}
 FSTESTS_LIST=${FSTESTS_LIST:-generic/013 generic/113}

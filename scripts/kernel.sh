@@ -2,7 +2,8 @@
 # Builds (or finds in the cache) the Rust-enabled 7.3 kernel that rust_loop is built against and
 # booted on, and prints its build directory on stdout.
 #
-#   KERNEL=default|debug   flavour (config/kernel-$KERNEL.config on top of config/kernel.config)
+#   KERNEL=default|debug   flavour (config/kernel-$KERNEL.config on top of config/kernel.config);
+#                          KERNEL=stock (the default) hands over to scripts/stock.sh
 #   RUST_LOOP_CACHE        cache directory (default ~/.cache/rust-loop)
 #   KDIR                   use this built tree instead (checked, never rebuilt)
 #
@@ -16,6 +17,10 @@ if [ -n "${KDIR:-}" ]; then
 	check_kdir "$KDIR"
 	echo "$KDIR"
 	exit 0
+fi
+# Debian's stock kernel is not built here: fetched, with its build tree prepared.
+if is_stock; then
+	exec bash "$ROOT/scripts/stock.sh"
 fi
 
 [ -f "$ROOT/config/kernel-$KERNEL.config" ] ||

@@ -2,7 +2,9 @@
 # Installs everything rust_loop needs on a fresh Debian bookworm machine. Idempotent; run as root.
 #
 #  - apt: bookworm-backports (qemu 10) and trixie-backports pinned low so that only
-#    linux-source-7.3 comes from it; kernel build deps; libclang 19; guest userspace for the tests.
+#    linux-source-7.3 comes from it (the stock kernel's packages are fetched from it by
+#    scripts/stock.sh with apt-get download); kernel build deps; libclang 19; debootstrap and
+#    busybox-static (the stock flavour); guest userspace for the tests.
 #  - rustup's rust-src, bindgen-cli, and virtme-ng in a venv under the cache directory.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
@@ -13,9 +15,6 @@ command -v rustup >/dev/null || die "rustup not found in PATH or ~/.cargo/bin: i
 APT_PKGS=(
 	# kernel build
 	bc bison flex libelf-dev libssl-dev cpio kmod rsync xz-utils make gcc python3
-	libclang-19-dev
-	# the debug kernel flavour is built with LLVM (KASAN + Rust needs clang)
-	clang-19 lld-19 llvm-19
 	# VM (qemu-system-x86 comes from bookworm-backports, below)
 	python3-venv
 	# guest userspace used by the tests and the benchmark
@@ -27,7 +26,20 @@ APT_PKGS=(
 	libaio-dev
 	# backing file systems of the data-path tests
 	btrfs-progs
+	# the stock kernel flavour (scripts/stock.sh): its build root is made by debootstrap, and
+	# virtme-ng makes the initramfs of a modular distribution kernel with busybox
+	debootstrap busybox-static
 )
+# The project's own kernels (KERNEL=default|debug) and the project's toolchain (make toolchains):
+# the kernel source, libclang for the host's bindgen, LLVM for the debug flavour (KASAN + Rust
+# needs clang), bindgen-cli. The stock flavour (the default) needs none of them: its toolchain is
+# Debian's, in its own build root (scripts/stock.sh).
+PROJECT_PKGS=(libclang-19-dev clang-19 lld-19 llvm-19 "linux-source-$KVER_SERIES")
+project=0
+if [ "$KERNEL" != stock ] || [ -n "${KDIR:-}" ] || [ "${SETUP_PROJECT_TOOLCHAIN:-0}" = 1 ]; then
+	project=1
+	APT_PKGS+=("${PROJECT_PKGS[@]}")
+fi
 
 sources=/etc/apt/sources.list.d/rust-loop.sources
 pins=/etc/apt/preferences.d/rust-loop.pref
@@ -59,7 +71,7 @@ if ! printf '%s' "$want_pins" | cmp -s - "$pins"; then
 fi
 
 missing=()
-for p in "${APT_PKGS[@]}" "linux-source-$KVER_SERIES"; do
+for p in "${APT_PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 qemu_ver=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || true)
@@ -84,17 +96,19 @@ if [ ${#missing[@]} -gt 0 ] || [ $need_qemu = 1 ]; then
 			die "installing qemu-system-x86 from bookworm-backports failed (see the apt output above)"
 	fi
 fi
-[ -f "/usr/src/linux-source-$KVER_SERIES.tar.xz" ] ||
-	die "/usr/src/linux-source-$KVER_SERIES.tar.xz missing after installing linux-source-$KVER_SERIES"
-[ -f "$LIBCLANG_PATH/libclang.so" ] || ls "$LIBCLANG_PATH"/libclang*.so* >/dev/null 2>&1 ||
-	die "libclang not found in LIBCLANG_PATH=$LIBCLANG_PATH: install libclang-19-dev"
+if [ $project = 1 ]; then
+	[ -f "/usr/src/linux-source-$KVER_SERIES.tar.xz" ] ||
+		die "/usr/src/linux-source-$KVER_SERIES.tar.xz missing after installing linux-source-$KVER_SERIES"
+	[ -f "$LIBCLANG_PATH/libclang.so" ] || ls "$LIBCLANG_PATH"/libclang*.so* >/dev/null 2>&1 ||
+		die "libclang not found in LIBCLANG_PATH=$LIBCLANG_PATH: install libclang-19-dev"
+fi
 
 for c in rust-src rustfmt clippy; do
 	rustup component list --installed 2>/dev/null | grep -q "^$c" && continue
 	say "rustup component add $c"
 	rustup component add "$c" || die "rustup component add $c failed"
 done
-if ! command -v bindgen >/dev/null; then
+if [ $project = 1 ] && ! command -v bindgen >/dev/null; then
 	say "cargo install --locked bindgen-cli (a few minutes)"
 	cargo install --locked bindgen-cli || die "cargo install bindgen-cli failed"
 fi

@@ -32,9 +32,15 @@ command -v vng >/dev/null || die "vng (virtme-ng) not found: run scripts/setup.s
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found: run scripts/setup.sh"
 
 kdir=$(bash "$ROOT/scripts/kernel.sh")
+# The stock flavour boots Debian's unmodified vmlinuz; virtme-ng takes its modules from the
+# host's /lib/modules/<release> (scripts/stock.sh links it) and makes a busybox initramfs.
+boot=$kdir
+if is_stock; then
+	boot=$(bash "$ROOT/scripts/stock.sh" vmlinuz)
+fi
 # A large kernel log: a hang's task dump (sysrq-w, hundreds of blocked kworkers) must not
 # overwrite what came before it.
-args=(--run "$kdir" --force-9p --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
+args=(--run "$boot" --force-9p --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
 if [ "${RUST_LOOP_KVM:-0}" = 1 ]; then
 	[ -w /dev/kvm ] || die "RUST_LOOP_KVM=1 but /dev/kvm is not usable"
 else
@@ -58,7 +64,7 @@ trap on_exit EXIT
 cmd=$(printf '%q ' "$@")
 boot_timeout=${VM_BOOT_TIMEOUT:-300} tries=${VM_BOOT_TRIES:-3}
 for ((try = 1; ; try++)); do
-	say "vm: booting $(basename "$kdir") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem${VM_QEMU_OPTS:+, $VM_QEMU_OPTS})"
+	say "vm: booting $(basename "$boot") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem${VM_QEMU_OPTS:+, $VM_QEMU_OPTS})"
 	: >"$boot_file"
 	# Its own process group, so that a hung guest can be killed with everything vng started.
 	# vng's stdout and stderr each go through a `cat`: virtme-ng has QEMU open

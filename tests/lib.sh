@@ -6,6 +6,20 @@ T=${T:-/tmp/rust-loop-test}
 mkdir -p "$T"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# skip REASON: the test cannot run here (a kernel option or tool it needs is missing); the runner
+# reports it as skipped with REASON, never as passed.
+skip() { echo "SKIP: $*"; exit 77; }
+# need_config CONFIG_X...: skips the test unless the running kernel has each option (=y or =m),
+# read from its config (KERNEL_CONFIG, passed by scripts/check.sh: the project kernel's .config
+# or the stock kernel's /lib/modules/<release>/config). Options Debian's kernel lacks are why
+# some tests run only on the project's kernels (README "Which kernel runs what").
+need_config() {
+	local cfg=${KERNEL_CONFIG:-/lib/modules/$(uname -r)/config} o
+	[ -r "$cfg" ] || fail "no kernel config to check $* against ($cfg)"
+	for o in "$@"; do
+		grep -qE "^$o=[ym]$" "$cfg" || skip "the kernel has no $o (KERNEL=default has it)"
+	done
+}
 log() { echo "  # $*"; }
 
 # assert_eq ACTUAL EXPECTED MESSAGE

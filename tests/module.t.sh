@@ -52,6 +52,7 @@ t_module_modprobe_loop_loads_rust_loop() {
 # conversions; #[kunit_tests] in rust_loop/) run when it loads: each reports ok, none fails.
 t_module_kunit() {
 	is_rust || { log "rust_loop only"; return 0; }
+	need_config CONFIG_KUNIT
 	# Built in, KUnit has its parameters (kunit.enable, ...) under /sys/module/kunit.
 	[ -d /sys/module/kunit ] || fail "the kernel has no KUnit (config/kernel.config asks for CONFIG_KUNIT)"
 	dmesg -C

@@ -13,6 +13,9 @@
 # state and counters are saved to $RESULTS/hang-<file>-<test>.log (tests/lib.sh: dump_hang).
 # TEST_BUDGET=SECONDS (optional, for CI): no test starts once that much time has passed since
 # the runner started; the tests left out are listed as skipped (not counted as passed).
+# A test that finds a prerequisite of the kernel missing (tests/lib.sh: need_config, skip) exits
+# 77 and is reported as skipped with its reason, never as passed; the closing line is
+# "N passed, N failed, N skipped" and $RESULTS/skipped lists every skipped test with its reason.
 # TEST_PRIORITY=REGEX (optional): the tests it matches run before the others.
 # On a kernel with kmemleak (KERNEL=debug) the run ends with one more test, kmemleak/scan: no
 # suspected leak of rust_loop's after every module is unloaded (see tests/kmemleak.py).
@@ -27,6 +30,9 @@ RESULTS=${RESULTS:-$ROOT/results/tests}
 mkdir -p "$RESULTS"
 : >"$RESULTS/dmesg.log"
 : >"$RESULTS/tests.log"
+# Every test's wall time (name, seconds, exit status), in the order run; scripts/check.sh adds
+# the set-up rows and sorts it into times.tsv.
+: >"$RESULTS/times.tsv"
 rm -f "$RESULTS/skipped" "$RESULTS/failures"
 
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh must run as root (in the VM)"; exit 2; }
@@ -52,7 +58,7 @@ if [ "${TEST_DRIVER:-rust_loop}" = rust_loop ] && [ "$(stat -f -c %T /run)" = tm
 	mkdir -p /run/modprobe.d
 	echo "install loop /bin/true" >/run/modprobe.d/rust-loop-tests.conf
 fi
-passed=0 failed=0 failed_names=() skipped_names=()
+passed=0 failed=0 failed_names=() skipped_names=() skip_lines=()
 run_start=$SECONDS
 # The tests to run, as "file name" lines; those matching TEST_PRIORITY (a regex, optional) first.
 selected=$(for file in "$ROOT"/tests/*.t.sh; do
@@ -72,7 +78,8 @@ while read -r file name; do
 		full="$(basename "$file" .t.sh)/$name"
 		if [ "$TEST_BUDGET" -gt 0 ] && [ $((SECONDS - run_start)) -ge "$TEST_BUDGET" ]; then
 			skipped_names+=("$full")
-			printf 'skip %-50s (time budget of %ss spent)\n' "$full" "$TEST_BUDGET"
+			skip_lines+=("$(printf 'skip %-50s (time budget of %ss spent)' "$full" "$TEST_BUDGET")")
+			echo "${skip_lines[-1]}"
 			continue
 		fi
 		# A test may ask for a longer time limit: a function timeout_<test name> printing seconds.
@@ -113,6 +120,7 @@ while read -r file name; do
 runner: the clean-up after this test is stuck (devices left bound)"
 		fi
 		kmsg=$(dmesg)
+		printf '%s\t%.1f\t%s\n' "$full" "$secs" "$rc" >>"$RESULTS/times.tsv"
 		{ echo "=== $full"; echo "$kmsg"; } >>"$RESULTS/dmesg.log"
 		{ echo "=== $full (rc=$rc)"; echo "$out"; } >>"$RESULTS/tests.log"
 		splat=$(echo "$kmsg" | grep -E "$SPLAT" | head -5 || true)
@@ -121,6 +129,12 @@ timed out after ${tmo}s"
 		if [ $rc = 0 ] && [ -z "$splat" ]; then
 			passed=$((passed + 1))
 			printf 'ok   %-50s %6.1fs\n' "$full" "$secs"
+		elif [ $rc = 77 ] && [ -z "$splat" ]; then
+			# The test found a prerequisite missing (tests/lib.sh: skip) and said which.
+			reason=$(echo "$out" | sed -n 's/^SKIP: //p' | tail -n 1)
+			skipped_names+=("$full")
+			skip_lines+=("$(printf 'skip %-50s (%s)' "$full" "${reason:-no reason given}")")
+			printf 'skip %-50s %6.1fs (%s)\n' "$full" "$secs" "${reason:-no reason given}"
 		else
 			failed=$((failed + 1))
 			failed_names+=("$full")
@@ -162,8 +176,10 @@ if [ $KMEMLEAK = 1 ]; then
 	echo "$out" | sed 's/^/     | /'
 	[ $rc = 0 ] || echo "$out" | tail -n 15 | sed 's/^/     | /' >>"$RESULTS/failures"
 fi
-[ ${#skipped_names[@]} = 0 ] ||
-	echo "${#skipped_names[@]} skipped (TEST_BUDGET=${TEST_BUDGET}s): ${skipped_names[*]}" | tee "$RESULTS/skipped"
+if [ ${#skip_lines[@]} -gt 0 ]; then
+	printf '%s\n' "${skip_lines[@]}" >"$RESULTS/skipped"
+	echo "${#skipped_names[@]} skipped: ${skipped_names[*]} (reasons: $RESULTS/skipped)"
+fi
 [ ${#failed_names[@]} = 0 ] || echo "failed: ${failed_names[*]}"
-echo "$passed passed, $failed failed" | tee "$RESULTS/summary"
+echo "$passed passed, $failed failed, ${#skipped_names[@]} skipped" | tee "$RESULTS/summary"
 [ $failed = 0 ] && [ $passed -gt 0 ]

@@ -317,7 +317,7 @@ impl CompletionBatch {
         // SAFETY: On the batch's thread, the only one touching the list.
         let mut item = unsafe {
             *self.tail.get() = core::ptr::null_mut();
-            core::mem::take(&mut *self.head.get())
+            core::mem::replace(&mut *self.head.get(), core::ptr::null_mut())
         };
         while !item.is_null() {
             // SAFETY: Items in the list belong to requests the list owns (their completion
@@ -343,7 +343,7 @@ impl<T: RequestWork> OwnedRequest<T> {
         let item = unsafe { work_of::<T>(rq) };
         // SAFETY: We own the request and its item (the ownership is back in `self` below or
         // handed to the batch).
-        let batch = unsafe { core::mem::take(&mut (*item).batch) };
+        let batch = unsafe { core::mem::replace(&mut (*item).batch, core::ptr::null()) };
         // SAFETY: `batch` is null or alive until the request ends (type invariant of the item).
         let Some(b) = (unsafe { batch.as_ref() }) else {
             // SAFETY: Ownership given back, as taken above.

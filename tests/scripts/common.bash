@@ -12,4 +12,4 @@ failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 py=python3
 venv_py=${RUST_LOOP_CACHE:-$HOME/.cache/rust-loop}/venv/bin/python
-[ -x "$venv_py" ] && py=$venv_py
+if [ -x "$venv_py" ]; then py=$venv_py; fi

@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# The stock kernel flavour (KERNEL=stock, the default): Debian's own 7.3 kernel, unmodified, as
+# users run it (version pinned in config/stock.conf). Prints the kernel build tree that modules are
+# built against, as scripts/kernel.sh does for the project's own kernels.
+#
+#   scripts/stock.sh              fetch, prepare (cached) and print the build tree (a host path)
+#   scripts/stock.sh exec CMD...  run CMD in the build environment (the project at its own path)
+#   scripts/stock.sh make ARGS... make in the build tree (ARGS as for an out-of-tree module)
+#   scripts/stock.sh vmlinuz      print the path of the kernel image to boot
+#
+#   STOCK_TOOLCHAIN=rustup        the same, for a second build tree made with the project's own
+#                                 Rust toolchain (rustup's rustc, bindgen-cli, clippy: what the
+#                                 project's kernels are built with) instead of Debian's: modules
+#                                 built there cannot load into the stock kernel; it exists so
+#                                 that one code base is compiled by both toolchains
+#                                 (make toolchains)
+#
+# What it makes, once, under $RUST_LOOP_CACHE/stock/ (a second run is a cache hit):
+#  1. debs/: Debian's image, modules and headers packages of that kernel (apt-get download from
+#     trixie-backports, which scripts/setup.sh adds to the host's sources).
+#  2. image-<release>/: the image and modules unpacked, with depmod run; the host's
+#     /lib/modules/<release> is a symlink to it, where virtme-ng looks for a distribution kernel's
+#     modules (the guest's root is the host's).
+#  3. chroot-trixie/: a Debian trixie root made by debootstrap from Debian's archive with the
+#     toolchain the kernel was built with: rustc, rust-src, bindgen, gcc and libclang. Their
+#     versions are checked against the ones the headers' .config records; a mismatch stops here.
+#  4. In that root, /usr/src/rust-loop-kbuild/<release>: a copy of the headers tree in which the
+#     Rust artefacts Debian does not ship (rust/*.rmeta, the macros crate, scripts/target.json)
+#     are regenerated from the same kernel source (make O=<copy> rust/kernel.o, about 3 minutes).
+#
+# Building a module against it runs make inside that root (`scripts/stock.sh make M=...
+# modules`, which scripts/kmake.sh does).
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+stock_paths
+base=$CACHE/stock
+debs=$base/debs/$STOCK_DEBVER
+image=$base/image-$STOCK_KREL
+croot=$STOCK_ROOT
+kbuild_in=$STOCK_KBUILD_IN
+kbuild=$croot$kbuild_in
+
+# The build environment's packages: the toolchain (checked against the kernel's .config below)
+# and what the kernel's build scripts run.
+CHROOT_PKGS=(rustc rust-src bindgen rust-clippy rustfmt libclang-dev gcc-14 make bc bison flex
+	libelf-dev libssl-dev pahole kmod xz-utils python3 cpio rsync libc6-dev)
+
+# Runs a command in the build environment, with /proc (objtool needs it) and the project
+# directory mounted at their own paths, in a mount namespace of its own (nothing stays mounted).
+# With STOCK_TOOLCHAIN=rustup, the host's rustup and cargo homes are mounted at /root and come
+# first in PATH.
+rustup_mode=0
+[ "${STOCK_TOOLCHAIN:-debian}" != rustup ] || rustup_mode=1
+stock_exec() {
+	[ -x "$croot/usr/bin/rustc" ] || die "the stock build environment is not made: run scripts/stock.sh"
+	unshare -m --propagation private bash -c '
+		set -e
+		croot=$1 root=$2 cwd=$3 rustup=$4
+		shift 4
+		mount -t proc proc "$croot/proc"
+		mkdir -p "$croot$root"
+		mount --bind "$root" "$croot$root"
+		path=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
+		if [ "$rustup" = 1 ]; then
+			for d in .rustup .cargo; do
+				mkdir -p "$croot/root/$d"
+				mount --bind "$HOME/$d" "$croot/root/$d"
+			done
+			path=/root/.cargo/bin:$path
+		fi
+		exec chroot "$croot" env -i HOME=/root LANG=C.UTF-8 PATH="$path" \
+			LIBCLANG_PATH=/usr/lib/llvm-19/lib TERM="${TERM:-dumb}" \
+			bash -c "cd \"\$0\" 2>/dev/null || cd /; exec \"\$@\"" "$cwd" "$@"
+	' _ "$croot" "$ROOT" "$PWD" "$rustup_mode" "$@"
+}
+
+case "${1:-}" in
+exec)
+	shift
+	stock_exec "$@"
+	exit
+	;;
+make)
+	shift
+	[ -f "$kbuild/.rust-loop-built" ] || die "the stock build tree is not made: run scripts/stock.sh"
+	stock_exec make -C "$kbuild_in" "$@"
+	exit
+	;;
+vmlinuz)
+	[ -f "$image/boot/vmlinuz-$STOCK_KREL" ] || die "the stock kernel image is not unpacked: run scripts/stock.sh"
+	echo "$image/boot/vmlinuz-$STOCK_KREL"
+	exit 0
+	;;
+"") ;;
+*) die "usage: scripts/stock.sh [exec CMD... | make ARGS... | vmlinuz]" ;;
+esac
+
+[ "$(id -u)" = 0 ] || die "scripts/stock.sh must run as root (debootstrap, chroot, /lib/modules)"
+mkdir -p "$base"
+exec 9>"$base/.lock"
+if ! flock -n 9; then
+	say "stock: another run is preparing $base; waiting for it"
+	flock 9
+fi
+if [ -f "$kbuild/.rust-loop-built" ] && [ -f "$image/.rust-loop-unpacked" ] &&
+	[ "$(readlink "/lib/modules/$STOCK_KREL" 2>/dev/null)" = "$image/lib/modules/$STOCK_KREL" ]; then
+	say "stock: cache hit ($STOCK_KREL, $kbuild)"
+	echo "$kbuild"
+	exit 0
+fi
+
+# 1. The packages.
+PKGS=("linux-binary-$STOCK_KREL" "linux-modules-$STOCK_KREL" "linux-base-$STOCK_KREL"
+	"linux-headers-$STOCK_KREL" "linux-headers-${STOCK_KREL%-*}-common" "linux-kbuild-${STOCK_KREL%-*}"
+	"$STOCK_SOURCE")
+mkdir -p "$debs"
+for p in "${PKGS[@]}"; do
+	compgen -G "$debs/${p}_*.deb" >/dev/null && continue
+	say "stock: downloading $p=$STOCK_DEBVER"
+	# As root, apt's sandbox user cannot write to the cache: download as root, quietly.
+	(cd "$debs" && apt-get download -q -o APT::Sandbox::User=root "$p=$STOCK_DEBVER") ||
+		die "apt-get download $p=$STOCK_DEBVER failed: is trixie-backports in the apt sources (scripts/setup.sh adds it) and 'apt-get update' done? A kernel the archive no longer has needs a new pin in config/stock.conf"
+done
+deb() { compgen -G "$debs/${1}_*.deb" | head -n 1; }
+
+# 2. The image and its modules, for the VM.
+if [ ! -f "$image/.rust-loop-unpacked" ]; then
+	say "stock: unpacking the image and modules into $image"
+	rm -rf "$image" && mkdir -p "$image"
+	for p in "linux-binary-$STOCK_KREL" "linux-modules-$STOCK_KREL" "linux-base-$STOCK_KREL"; do
+		dpkg-deb -x "$(deb "$p")" "$image" || die "unpacking $p failed"
+	done
+	# Merged /usr: the modules may sit under usr/lib/modules.
+	if [ ! -d "$image/lib/modules/$STOCK_KREL" ] && [ -d "$image/usr/lib/modules/$STOCK_KREL" ]; then
+		mkdir -p "$image/lib/modules"
+		mv "$image/usr/lib/modules/$STOCK_KREL" "$image/lib/modules/"
+	fi
+	if [ ! -f "$image/boot/vmlinuz-$STOCK_KREL" ]; then
+		# Newer Debian packages keep it beside the modules.
+		v=$(find "$image" \( -name "vmlinuz-$STOCK_KREL" -o -path "*/modules/$STOCK_KREL/vmlinuz" \) | head -n 1)
+		[ -n "$v" ] || die "no vmlinuz-$STOCK_KREL in linux-binary-$STOCK_KREL"
+		mkdir -p "$image/boot" && cp "$v" "$image/boot/vmlinuz-$STOCK_KREL"
+	fi
+	depmod -b "$image" "$STOCK_KREL" || die "depmod for $STOCK_KREL failed"
+	touch "$image/.rust-loop-unpacked"
+fi
+link=/lib/modules/$STOCK_KREL
+if [ "$(readlink "$link" 2>/dev/null)" != "$image/lib/modules/$STOCK_KREL" ]; then
+	[ ! -e "$link" ] || [ -L "$link" ] ||
+		die "$link exists and is not rust_loop's symlink: this host has that kernel installed; remove it or set RUST_LOOP_CACHE"
+	ln -sfn "$image/lib/modules/$STOCK_KREL" "$link"
+fi
+
+# The toolchain the kernel was built with, from its headers' .config.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+dpkg-deb --fsys-tarfile "$(deb "linux-headers-$STOCK_KREL")" |
+	tar -xO --wildcards "*/linux-headers-$STOCK_KREL/.config" >"$tmp/config" ||
+	die "no .config in linux-headers-$STOCK_KREL"
+cfg() { sed -n "s/^$1=\"\\(.*\\)\"\$/\\1/p" "$tmp/config"; }
+grep -q '^CONFIG_RUST=y' "$tmp/config" || die "$STOCK_KREL was built without CONFIG_RUST: rust_loop cannot be built for it"
+want_rustc=$(cfg CONFIG_RUSTC_VERSION_TEXT)
+want_bindgen=$(cfg CONFIG_BINDGEN_VERSION_TEXT)
+want_cc=$(cfg CONFIG_CC_VERSION_TEXT)
+
+# 3. The build environment.
+if [ ! -f "$croot/.rust-loop-made" ]; then
+	command -v debootstrap >/dev/null || die "debootstrap not found: run scripts/setup.sh"
+	say "stock: making a Debian $STOCK_SUITE build root in $croot (debootstrap, a few minutes)"
+	rm -rf "$croot"
+	debootstrap --variant=minbase --include="$(
+		IFS=,
+		echo "${CHROOT_PKGS[*]}"
+	)" "$STOCK_SUITE" "$croot" "$STOCK_ARCHIVE" >"$base/debootstrap.log" 2>&1 ||
+		die "debootstrap of $STOCK_SUITE from $STOCK_ARCHIVE failed (log: $base/debootstrap.log)"
+	touch "$croot/.rust-loop-made"
+fi
+if ! stock_exec sh -c 'for p; do dpkg-query -W -f="\${Status}" "$p" 2>/dev/null | grep -q "ok installed" || exit 1; done' _ "${CHROOT_PKGS[@]}"; then
+	say "stock: installing the build root's packages"
+	stock_exec sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"' _ "${CHROOT_PKGS[@]}" >&2 ||
+		die "apt-get install in $croot failed"
+fi
+have_rustc=$(stock_exec rustc --version)
+have_bindgen=$(stock_exec bindgen --version)
+have_cc=$(stock_exec x86_64-linux-gnu-gcc-14 --version | head -n 1)
+for t in rustc bindgen cc; do
+	w=want_$t h=have_$t
+	[ "${!w}" = "${!h}" ] || [ $rustup_mode = 1 ] || die "toolchain mismatch: $STOCK_KREL was built with '${!w}', Debian $STOCK_SUITE now has '${!h}'; a module built with another compiler cannot load into it. Pin a kernel built with this toolchain in config/stock.conf"
+done
+if [ $rustup_mode = 1 ]; then
+	say "stock: the project's toolchain for a compile-only tree ($have_rustc; $have_bindgen; $have_cc)"
+else
+	say "stock: toolchain matches the kernel's ($have_rustc; $have_bindgen; $have_cc)"
+fi
+
+# 4. The headers with the Rust artefacts.
+if [ ! -f "$kbuild/.rust-loop-built" ]; then
+	src_in=$STOCK_SRC_IN
+	if [ ! -f "$croot$src_in/.rust-loop-extracted" ]; then
+		say "stock: unpacking $STOCK_SOURCE ($STOCK_DEBVER) into the build root"
+		rm -rf "$croot$src_in" "$tmp/src" && mkdir -p "$croot$src_in" "$tmp/src"
+		dpkg-deb -x "$(deb "$STOCK_SOURCE")" "$tmp/src"
+		tar -xf "$tmp/src/usr/src/$STOCK_SOURCE.tar.xz" -C "$croot$src_in" --strip-components=1 ||
+			die "unpacking $STOCK_SOURCE failed (disk full?)"
+		touch "$croot$src_in/.rust-loop-extracted"
+	fi
+	say "stock: unpacking the headers into the build root"
+	for p in "linux-headers-$STOCK_KREL" "linux-headers-${STOCK_KREL%-*}-common" "linux-kbuild-${STOCK_KREL%-*}"; do
+		dpkg-deb -x "$(deb "$p")" "$croot" || die "unpacking $p failed"
+	done
+	say "stock: regenerating the Rust artefacts (make O=$kbuild_in rust/kernel.o, about 3 minutes)"
+	rm -rf "$kbuild" && mkdir -p "$(dirname "$kbuild")"
+	# A copy that owns its build scripts (the package links them from linux-kbuild's directory,
+	# relatively), so that the build writes nothing into the packages' files.
+	cp -a "$croot/usr/src/linux-headers-$STOCK_KREL" "$kbuild"
+	for d in scripts tools; do
+		rm -f "$kbuild/$d"
+		cp -a "$croot/usr/lib/linux-kbuild-${STOCK_KREL%-*}/$d" "$kbuild/$d"
+	done
+	if [ $rustup_mode = 1 ]; then
+		# Another rustc changes the Rust options Kconfig derives from its version: settle them
+		# without questions.
+		stock_exec make -C "$src_in" O="$kbuild_in" CC=x86_64-linux-gnu-gcc-14 -s olddefconfig >&2 ||
+			die "olddefconfig with the project's toolchain failed"
+	fi
+	stock_exec make -C "$src_in" O="$kbuild_in" CC=x86_64-linux-gnu-gcc-14 -j"$(nproc)" -s rust/kernel.o >&2 ||
+		die "regenerating the Rust artefacts for $STOCK_KREL failed (see above)"
+	[ -f "$kbuild/rust/libkernel.rmeta" ] || die "no rust/libkernel.rmeta after the build"
+	touch "$kbuild/.rust-loop-built"
+fi
+say "stock: ready ($STOCK_KREL, $kbuild)"
+echo "$kbuild"
