@@ -101,6 +101,25 @@ VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}
 	status=$?
 [ -z "$host_failures" ] || printf '%s' "$host_failures" >>results/tests/failures
 vm_secs=$((SECONDS - phase_start))
+# The DKMS package as a user installs it (scripts/dkms-test.sh: a trixie root, offline install,
+# DKMS build, the stock kernel booted on it, purge), on the stock kernel: one host-side test.
+if is_stock && [[ "scripts/dkms-install" =~ ${1:-.} ]] && [ "${CHECK_DKMS:-1}" = 1 ]; then
+	t0=$SECONDS rc=0
+	say "tests: the DKMS package as a user installs it (scripts/dkms-test.sh)"
+	out=$({ make -s deb >/dev/null && bash scripts/dkms-test.sh; } 2>&1 </dev/null) || rc=$?
+	{ echo "=== scripts/dkms-install (rc=$rc)"; echo "$out"; } >>results/tests/scripts.log
+	times_rows+="$((SECONDS - t0))"$'\t'"host test"$'\t'"scripts/dkms-install"$'\n'
+	if [ $rc = 0 ]; then
+		host_passed=$((host_passed + 1))
+		printf 'ok   %-50s %5ss\n' "scripts/dkms-install" "$((SECONDS - t0))"
+	else
+		host_failed=$((host_failed + 1))
+		text=$(printf 'FAIL %-50s %5ss (rc=%s)\n' "scripts/dkms-install" "$((SECONDS - t0))" "$rc"
+			echo "$out" | tail -n 15 | sed 's/^/     | /')
+		echo "$text"
+		host_failures+="$text"$'\n'
+	fi
+fi
 summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
 # The VM's own rows: its boot, the runner and shutdown are what the tests' times do not cover.
 tests_secs=$(awk -F'\t' '{s += $2} END {printf "%d", s}' results/tests/times.tsv 2>/dev/null || echo 0)
