@@ -29,19 +29,19 @@ say "tests: the scripts' tests on the host (tests/scripts)"
 mkdir -p results/tests
 : >results/tests/scripts.log
 host_passed=0 host_failed=0 host_skipped=0 host_failures= host_skips=
-for t in tests/scripts/*.sh; do
-	[ -f "$t" ] || continue
-	name=scripts/$(basename "$t" .sh)
-	[[ "$name" =~ ${1:-.} ]] || continue
-	t0=$SECONDS rc=0
-	out=$(bash "$t" 2>&1 </dev/null) || rc=$?
+# host_test NAME COMMAND...: runs one host-side test and records it: exit 0 passes, 77 is a
+# missing prerequisite (skipped, with its last "SKIP: " line as the reason, as tests/lib.sh's
+# skip), anything else fails.
+host_test() {
+	local name=$1 t0=$SECONDS rc=0 out text
+	shift
+	out=$("$@" 2>&1 </dev/null) || rc=$?
 	{ echo "=== $name (rc=$rc)"; echo "$out"; } >>results/tests/scripts.log
 	times_rows+="$((SECONDS - t0))"$'\t'"host test"$'\t'"$name"$'\n'
 	if [ $rc = 0 ]; then
 		host_passed=$((host_passed + 1))
 		printf 'ok   %-50s %5ss\n' "$name" "$((SECONDS - t0))"
 	elif [ $rc = 77 ]; then
-		# A missing prerequisite, said on its last "SKIP: " line (as tests/lib.sh's skip).
 		host_skipped=$((host_skipped + 1))
 		text=$(printf 'skip %-50s (%s)' "$name" "$(echo "$out" | sed -n 's/^SKIP: //p' | tail -n 1)")
 		echo "$text"
@@ -53,6 +53,12 @@ for t in tests/scripts/*.sh; do
 		echo "$text"
 		host_failures+="$text"$'\n'
 	fi
+}
+for t in tests/scripts/*.sh; do
+	[ -f "$t" ] || continue
+	name=scripts/$(basename "$t" .sh)
+	[[ "$name" =~ ${1:-.} ]] || continue
+	host_test "$name" bash "$t"
 done
 
 phase_start=$SECONDS
@@ -104,21 +110,8 @@ vm_secs=$((SECONDS - phase_start))
 # The DKMS package as a user installs it (scripts/dkms-test.sh: a trixie root, offline install,
 # DKMS build, the stock kernel booted on it, purge), on the stock kernel: one host-side test.
 if is_stock && [[ "scripts/dkms-install" =~ ${1:-.} ]] && [ "${CHECK_DKMS:-1}" = 1 ]; then
-	t0=$SECONDS rc=0
 	say "tests: the DKMS package as a user installs it (scripts/dkms-test.sh)"
-	out=$({ make -s deb >/dev/null && bash scripts/dkms-test.sh; } 2>&1 </dev/null) || rc=$?
-	{ echo "=== scripts/dkms-install (rc=$rc)"; echo "$out"; } >>results/tests/scripts.log
-	times_rows+="$((SECONDS - t0))"$'\t'"host test"$'\t'"scripts/dkms-install"$'\n'
-	if [ $rc = 0 ]; then
-		host_passed=$((host_passed + 1))
-		printf 'ok   %-50s %5ss\n' "scripts/dkms-install" "$((SECONDS - t0))"
-	else
-		host_failed=$((host_failed + 1))
-		text=$(printf 'FAIL %-50s %5ss (rc=%s)\n' "scripts/dkms-install" "$((SECONDS - t0))" "$rc"
-			echo "$out" | tail -n 15 | sed 's/^/     | /')
-		echo "$text"
-		host_failures+="$text"$'\n'
-	fi
+	host_test scripts/dkms-install bash -c 'make -s deb >/dev/null && bash scripts/dkms-test.sh'
 fi
 summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
 # The VM's own rows: its boot, the runner and shutdown are what the tests' times do not cover.
