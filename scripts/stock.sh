@@ -118,7 +118,10 @@ for p in "${PKGS[@]}"; do
 	compgen -G "$debs/${p}_*.deb" >/dev/null && continue
 	say "stock: downloading $p=$STOCK_DEBVER"
 	# As root, apt's sandbox user cannot write to the cache: download as root, quietly.
+	# (Once with the lists as they are, then again after an apt-get update: the host's lists may
+	# predate the trixie-backports source scripts/setup.sh added.)
 	(cd "$debs" && apt-get download -q -o APT::Sandbox::User=root "$p=$STOCK_DEBVER") ||
+		{ apt-get update -q >&2 && (cd "$debs" && apt-get download -q -o APT::Sandbox::User=root "$p=$STOCK_DEBVER"); } ||
 		die "apt-get download $p=$STOCK_DEBVER failed: is trixie-backports in the apt sources (scripts/setup.sh adds it) and 'apt-get update' done? A kernel the archive no longer has needs a new pin in config/stock.conf"
 done
 deb() { compgen -G "$debs/${1}_*.deb" | head -n 1; }
