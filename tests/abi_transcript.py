@@ -87,6 +87,20 @@ def bdev_io(label, flags, write):
     step(label, io)
 
 
+def bind(label, fd, img, fflags, cflags=None):
+    """Binds img (opened with fflags) to the device open as fd: LOOP_SET_FD, or LOOP_CONFIGURE
+    with the loop_info64 flags cflags."""
+    bfd = os.open(img, fflags)
+    try:
+        if cflags is None:
+            step(label, lambda: L.ioctl(fd, L.LOOP_SET_FD, bfd))
+        else:
+            info = dict(L.zero_info64(), flags=cflags)
+            step(label, lambda: L.configure(fd, bfd, info=info))
+    finally:
+        os.close(bfd)
+
+
 def main():
     img = os.path.join(WORK, "abi.img")
     with open(img, "wb") as f:
@@ -123,11 +137,7 @@ def main():
     fd = os.open(DEV, os.O_RDWR)
     try:
         # LOOP_SET_BLOCK_SIZE on a bound device.
-        bfd = os.open(img, os.O_RDWR)
-        try:
-            step("set-fd", lambda: L.ioctl(fd, L.LOOP_SET_FD, bfd))
-        finally:
-            os.close(bfd)
+        bind("set-fd", fd, img, os.O_RDWR)
         for bs in (1024, 3000, 4096, 8192, 16384, 65536, 131072, 512):
             step(f"set-block-size {bs}", lambda: L.ioctl(fd, L.LOOP_SET_BLOCK_SIZE, bs))
             step(f"  status after set-block-size {bs}", lambda: status(fd))
@@ -154,15 +164,7 @@ def main():
     for label, dflags, fflags, cflags in variants:
         fd = os.open(DEV, dflags)
         try:
-            bfd = os.open(img, fflags)
-            try:
-                if cflags is None:
-                    step(f"{label}: bind", lambda: L.ioctl(fd, L.LOOP_SET_FD, bfd))
-                else:
-                    info = dict(L.zero_info64(), flags=cflags)
-                    step(f"{label}: bind", lambda: L.configure(fd, bfd, info=info))
-            finally:
-                os.close(bfd)
+            bind(f"{label}: bind", fd, img, fflags, cflags)
             step(f"{label}: status", lambda: status(fd))
             bdev_io(f"{label}: read", os.O_RDONLY, False)
             bdev_io(f"{label}: write", os.O_RDWR, True)
@@ -179,11 +181,7 @@ def main():
     # A read-write binding after it: writable again.
     fd = os.open(DEV, os.O_RDWR)
     try:
-        bfd = os.open(img, os.O_RDWR)
-        try:
-            step("set-fd read-write file", lambda: L.ioctl(fd, L.LOOP_SET_FD, bfd))
-        finally:
-            os.close(bfd)
+        bind("set-fd read-write file", fd, img, os.O_RDWR)
         step("  status read-write", lambda: status(fd))
         bdev_io("read-write bound: write", os.O_RDWR, True)
         step("clr-fd read-write", lambda: L.ioctl(fd, L.LOOP_CLR_FD))
