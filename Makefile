@@ -6,6 +6,7 @@
 #                        KERNEL=default|debug: for the project's own kernels; KDIR=...: another tree)
 #   make run             main job: build, boot a VM, attach an image with --direct-io=on, mkfs, fio
 #   make check           the test suite in a VM (KERNEL=debug for the sanitizer kernel)
+#   make check-alloc     the robustness and data-path tests with the allocator's checks on at boot
 #   make bench           the benchmark (see BENCHMARKS.md; BENCH_CLOCK=icount: instruction-counted)
 #   make perfcheck       short instruction-counted bench; fails if rust_loop costs more than loop.c
 #   make lifecycle       device create/bind/read/unbind/remove rates and idle cost, both drivers
@@ -25,7 +26,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check bench perfcheck profile lifecycle fstests fmt fmtcheck clippy deb toolchains
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile lifecycle fstests fmt fmtcheck clippy deb toolchains
 
 all: modules
 
@@ -55,6 +56,11 @@ run:
 
 check:
 	bash scripts/check.sh
+
+# The tests CI runs again with slub_debug, KFENCE and page poisoning on (scripts/vm.sh: VM_DEBUG_ALLOC).
+CHECK_ALLOC_TESTS ?= ^(robust-|zz-robust-fault|core-ioctl|core-control|core-stress|dio/t_dio_|mq/t_mq_fio)
+check-alloc:
+	VM_DEBUG_ALLOC=1 CHECK_DKMS=0 bash scripts/check.sh '$(CHECK_ALLOC_TESTS)'
 
 bench:
 	bash scripts/bench.sh

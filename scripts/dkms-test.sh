@@ -210,8 +210,8 @@ modprobe char-major-10-237 || fail "modprobe char-major-10-237 failed"
 loaded rust_loop || fail "the loop-control alias did not load rust_loop"
 ! loaded loop || fail "the loop-control alias loaded loop.ko"
 echo "rust_loop loaded, loop.ko not loaded"
-modprobe -r loop || fail "modprobe -r loop failed"
-! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop"
+for i in $(seq 50); do loaded rust_loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
+! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop: $(modprobe -r loop 2>&1)"
 
 echo
 echo "PASS"
@@ -230,7 +230,12 @@ modprobe -v loop || fail "modprobe loop failed"
 loaded loop || fail "modprobe loop did not load loop.ko"
 ! loaded rust_loop || fail "modprobe loop loaded rust_loop after the purge"
 echo "loop.ko loaded ($(modinfo -F filename loop))"
-modprobe -r loop || fail "modprobe -r loop (loop.ko) failed"
+# loop.ko makes its max_loop devices at load; udev's probes of them hold the module for a
+# moment (CI saw "Module loop is in use" once), so the unload is retried as for rust_loop.
+udevadm settle 2>/dev/null || true
+for i in $(seq 50); do loaded loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
+! loaded loop || fail "modprobe -r loop (loop.ko) did not unload it: $(modprobe -r loop 2>&1)"
+echo "loop.ko unloaded"
 echo
 echo "PASS"
 EOF

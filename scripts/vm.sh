@@ -6,6 +6,9 @@
 #
 #   RUST_LOOP_KVM=1    use /dev/kvm (off by default: guests hang under KVM on our machines)
 #   VM_CPUS, VM_MEM    guest size (default 2 CPUs, 4G)
+#   VM_DEBUG_ALLOC=1   boot with the allocator's checks on (what Debian's kernel has built in
+#                      but leaves off): slub_debug=FZPU (red zones, poisoning, sanity checks),
+#                      KFENCE sampling every millisecond, page poisoning, init_on_free
 #   VM_QEMU_OPTS       extra QEMU arguments, e.g. "-icount shift=0,sleep=off" (make bench's
 #                      instruction-counted clock: guest time counts guest instructions)
 #   VM_BOOT_TIMEOUT    seconds the guest may take to start the command (default 300); a guest
@@ -41,6 +44,9 @@ fi
 # A large kernel log: a hang's task dump (sysrq-w, hundreds of blocked kworkers) must not
 # overwrite what came before it.
 args=(--run "$boot" --force-9p --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
+if [ "${VM_DEBUG_ALLOC:-0}" = 1 ]; then
+	args+=(--append "slub_debug=FZPU kfence.sample_interval=1 page_poison=1 init_on_free=1")
+fi
 if [ "${RUST_LOOP_KVM:-0}" = 1 ]; then
 	[ -w /dev/kvm ] || die "RUST_LOOP_KVM=1 but /dev/kvm is not usable"
 else

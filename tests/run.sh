@@ -5,9 +5,9 @@
 #
 # A test is a shell function named t_* in a tests/*.t.sh file. Each runs in its own bash with
 # `set -euo pipefail` and a time limit; it fails when it exits non-zero or when the kernel log
-# gains a WARNING, BUG, Oops, KASAN, UBSAN, lockdep, hung-task or duplicate-sysfs-name report
-# while it runs. The last line printed is "N passed, N failed"; the exit status is non-zero when
-# any test failed.
+# gains a WARNING, BUG, Oops, KASAN, UBSAN, KFENCE, slub_debug, lockdep, hung-task or
+# duplicate-sysfs-name report while it runs. The last line printed is "N passed, N failed"; the
+# exit status is non-zero when any test failed.
 # A test may ask for a longer time limit than TEST_TIMEOUT with a function timeout_<name>. A test
 # that runs past its limit is killed after its blocked tasks (sysrq-w), the loop devices' blk-mq
 # state and counters are saved to $RESULTS/hang-<file>-<test>.log (tests/lib.sh: dump_hang).
@@ -38,10 +38,11 @@ rm -f "$RESULTS/skipped" "$RESULTS/failures"
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh must run as root (in the VM)"; exit 2; }
 [ -f "$ROOT/rust_loop.ko" ] || { echo "rust_loop.ko not built: run make"; exit 2; }
 
-SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|INFO: task .* blocked|hung_task|Kernel panic|stack-protector|kmemleak|cut here|cannot create duplicate filename'
+SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|INFO: task .* blocked|hung_task|Kernel panic|stack-protector|kmemleak|cut here|cannot create duplicate filename|BUG [^ ]+ \(|Poison overwritten|Redzone overwritten|Object padding overwritten|Freepointer corrupt'
 
 uname -r
 echo "kernel: $(cat /proc/version)"
+echo "command line: $(cat /proc/cmdline)"
 # Debug kernel: kmemleak suspects present before the first test are not the tests' doing.
 KMEMLEAK=0
 if python3 "$ROOT/tests/kmemleak.py" start | grep -q cleared; then KMEMLEAK=1; fi
