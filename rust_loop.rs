@@ -6,32 +6,27 @@
 //! `losetup` through the loop ioctl ABI. This file owns the module: its parameters, the table of
 //! devices (`loop_index_idr`) and the global locks; each concern lives in `rust_loop/`.
 
-#[path = "rust_loop/cgroup_workers.rs"]
-mod cgroup_workers;
-#[path = "rust_loop/cmd.rs"]
-mod cmd;
-#[path = "rust_loop/control.rs"]
-mod control;
-#[path = "rust_loop/device.rs"]
-mod device;
-#[path = "rust_loop/dispatch.rs"]
-mod dispatch;
-#[path = "rust_loop/ioctl.rs"]
-mod ioctl;
-#[path = "rust_loop/layout.rs"]
-mod layout;
-#[path = "rust_loop/nowait_fs.rs"]
-mod nowait_fs;
-#[path = "rust_loop/stats.rs"]
-mod stats;
-#[path = "rust_loop/sys.rs"]
-mod sys;
-#[path = "rust_loop/sysfs.rs"]
-mod sysfs;
-#[path = "uapi/loop.rs"]
+// The driver's modules are the files of `rust_loop/`, an ordinary module tree below this one
+// `#[path]` (`sys/` is the safe layer over `kernel::bindings`, the others the driver on it);
+// they are named from the crate root, as `crate::device`, `crate::sys`.
+#[path = "rust_loop"]
+mod modules {
+    pub(crate) mod cgroup_workers;
+    pub(crate) mod control;
+    pub(crate) mod device;
+    pub(crate) mod dispatch;
+    pub(crate) mod io;
+    pub(crate) mod ioctl;
+    pub(crate) mod layout;
+    pub(crate) mod nowait_fs;
+    pub(crate) mod stats;
+    pub(crate) mod sys;
+    pub(crate) mod sysfs;
+    pub(crate) mod worker_cache;
+}
 mod uapi;
-#[path = "rust_loop/worker_cache.rs"]
-mod worker_cache;
+
+use modules::*;
 
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use device::{LoopDevice, State};
@@ -194,19 +189,6 @@ fn this_module() -> *mut bindings::module {
 /// `THIS_MODULE`, usable in constants.
 const fn this_module_const() -> *mut bindings::module {
     <LoopModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr()
-}
-
-/// The loop device behind `file`, if it is a loop block device node.
-fn loop_device_of(file: &sys::BackingFile) -> Option<Arc<LoopDevice>> {
-    let bdev = file.bdev()?;
-    if file.rdev() >> bindings::MINORBITS != bindings::LOOP_MAJOR {
-        return None;
-    }
-    // SAFETY: Block major 7 belongs to this module while it is loaded, so the disk is one of
-    // ours; an open device node keeps its disk, and so the disk's `Arc<LoopDevice>`, alive.
-    let dev = unsafe { (*(*bdev).bd_disk).private_data.cast::<LoopDevice>() };
-    // SAFETY: As above: `dev` comes from `Arc::into_raw` and is still owned by the disk.
-    Some(unsafe { kernel::sync::ArcBorrow::from_raw(dev) }.into())
 }
 
 /// `loop_add`: creates `loop<index>`, or the lowest free number when `index` is negative.

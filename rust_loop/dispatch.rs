@@ -33,7 +33,7 @@
 //! 11. a backing super block without its direct-I/O completion workqueue yet (the worker's
 //!     first submission creates it; lockdep on the debug kernel).
 //!
-//! The submission itself (`cmd::try_nowait`) adds the last two guards: `PF_MEMALLOC_NOIO`
+//! The submission itself (`io::try_nowait`) adds the last two guards: `PF_MEMALLOC_NOIO`
 //! and the task's deferred-bio list taken for its duration (`nowait_undeferred`).
 
 use crate::{
@@ -55,13 +55,13 @@ const PIPELINE_MIN_STREAK: u32 = 32;
 /// Requests in flight on a hardware queue from which every request goes to the worker, whichever
 /// task started it (never below [`LoopDevice::nowait_max_depth`]). Many tasks that keep deep
 /// queues do better with the worker submitting for all of them than each submitting its own
-/// (BENCHMARKS.md, the 12-job cell), while a few tasks that wait for each request never have
+/// (BENCHMARKS.md has the measurement), while a few tasks that wait for each request never have
 /// this many in flight and keep the NOWAIT path.
 pub(crate) const SHARED_QUEUE_DEPTH: u32 = 16;
 
 /// One in this many requests in a row of one task goes to the worker, to find out whether the
 /// task keeps submitting while it is in flight (see [`QueueLoad::probe`]). A task that waits
-/// for each request pays the worker's latency once per interval (under 1% of its throughput).
+/// for each request pays the worker's latency once per interval.
 const PROBE_INTERVAL: u32 = 256;
 
 /// How `queue_rq` should run a request, from the pattern of the requests of its hardware queue.
@@ -113,7 +113,7 @@ impl LoadTracker {
     }
 
     /// Counts a request started by the current task and tells how it should run;
-    /// `cmd::end` calls [`LoadTracker::request_ended`] for it.
+    /// `io::end` calls [`LoadTracker::request_ended`] for it.
     pub(crate) fn request_started(&self, max_depth: u32) -> QueueLoad {
         let depth = self.inflight.fetch_add(1, Ordering::Relaxed);
         let shared_deep = max_depth == 0 || depth >= max_depth.max(SHARED_QUEUE_DEPTH);

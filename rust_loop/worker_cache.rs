@@ -5,8 +5,7 @@
 //!
 //! A bound device's hardware queues run on kernel threads of their own, so that an unbound
 //! device costs no thread. Starting one is the largest part of `LOOP_CONFIGURE` (kthreadd
-//! creates threads one at a time: 25-30 ms p50 under TCG with 8 tasks binding at once,
-//! BENCHMARKS.md "Lifecycle"), and tools bind again soon after unbinding: `losetup -f` and
+//! creates threads one at a time; BENCHMARKS.md "Lifecycle" has the cost), and tools bind again soon after unbinding: `losetup -f` and
 //! `LOOP_CTL_GET_FREE` take the lowest free number, container and snap managers attach images
 //! to numbers never used before, test rigs detach and attach in a loop. So unbinding parks the
 //! threads here and the next binding, of whichever device and queue, takes them back. A thread

@@ -468,6 +468,29 @@ impl<T: DiskOps> Disk<T> {
         }
     }
 
+    /// The data of the disk behind `file` when `file` is an open node of block major `major`;
+    /// `None` for any other file.
+    ///
+    /// # Safety
+    ///
+    /// Every disk of block major `major` must be a disk created by `Disk::<T>::new` (the
+    /// caller's driver owns the major for as long as the call runs).
+    pub(crate) unsafe fn data_of_node(
+        file: &super::BackingFile,
+        major: u32,
+    ) -> Option<Arc<T::Data>> {
+        let bdev = file.bdev()?;
+        if file.rdev() >> bindings::MINORBITS != major {
+            return None;
+        }
+        // SAFETY: The disk is a `Disk<T>` (the caller's contract); an open device node keeps its
+        // disk, and so the disk's `Arc<T::Data>` in `private_data`, alive.
+        let data = unsafe { (*(*bdev).bd_disk).private_data.cast::<T::Data>() };
+        // SAFETY: As above: `data` comes from `Arc::into_raw` in `add` and is still owned by the
+        // disk.
+        Some(unsafe { kernel::sync::ArcBorrow::from_raw(data) }.into())
+    }
+
     /// Shows the attribute group `group` in the disk's sysfs directory.
     pub(crate) fn add_group(&self, group: &'static super::AttrGroup<T>) -> Result {
         // SAFETY: The kobject is the disk's, alive with `self`; the group is static, and its
@@ -649,8 +672,7 @@ impl<T: DiskOps> Disk<T> {
 /// block layer releases the per-disk state in `free_disk` once the last opener is gone.
 ///
 /// Both mostly wait (the tag set in `srcu_barrier`, the disk in its release before
-/// `free_disk`; measured with the task's CPU time): 30 to 80 ms under TCG, more than the rest
-/// of a removal, and nothing that removes a device needs to wait for them (`loop.c` itself
+/// `free_disk`), longer than the rest of a removal, and nothing that removes a device needs to wait for them (`loop.c` itself
 /// frees the device number before `put_disk`). Dropping this on a workqueue of the module's
 /// own takes them off the caller's path.
 ///

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A bound device's hardware queues: each one's worker thread, request counter and load
+//! ([`crate::dispatch::LoadTracker`]), in a [`DataPathCell`] that binding and unbinding replace.
+
+use super::*;
+
+/// A hardware queue's worker thread and counter.
+pub(crate) struct HwQueue {
+    /// Runs the commands of this hardware queue that `queue_rq` does not complete itself.
+    pub(crate) worker: KthreadWorker,
+    /// Requests started on this hardware queue.
+    pub(crate) requests: AtomicU64,
+    /// The pattern of the requests in flight here, for the submission policy.
+    pub(super) load: LoadTracker,
+}
+
+impl HwQueue {
+    /// Counts a request started on this hardware queue and tells how it should run
+    /// ([`LoadTracker::request_started`]); `io::end` calls [`HwQueue::request_ended`].
+    pub(crate) fn request_started(&self, max_depth: u32) -> QueueLoad {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.load.request_started(max_depth)
+    }
+
+    /// Counts the end of a request counted by [`HwQueue::request_started`].
+    pub(crate) fn request_ended(&self) {
+        self.load.request_ended();
+    }
+}
+
+/// The device's hardware queues: empty while the device is unbound; one entry per hardware
+/// queue while it is bound (started by `configure`, stopped by `unbind`: an idle device costs no
+/// thread, as with loop.c, whose workqueue exists only while bound). Replaced with the device
+/// mutex held.
+pub(super) struct HwQueues(pub(super) DataPathCell<KVec<HwQueue>>);
+
+impl HwQueues {
+    /// Starts `count` (at least one) workers; queue K's request counter starts at
+    /// `requests[K]` (0 past its end). Takes the threads that unbinding parked
+    /// ([`crate::worker_cache`]) where there are any. May sleep.
+    pub(super) fn start(count: u32, requests: &[u64]) -> Result<KVec<HwQueue>> {
+        let count = count.max(1);
+        let mut queues = KVec::with_capacity(count as usize, GFP_KERNEL)?;
+        for q in 0..count as usize {
+            let queue = HwQueue {
+                worker: crate::worker_cache::take_or_start()?,
+                requests: AtomicU64::new(requests.get(q).copied().unwrap_or(0)),
+                load: LoadTracker::new(),
+            };
+            queues.push(queue, GFP_KERNEL)?;
+        }
+        Ok(queues)
+    }
+
+    /// Parks the workers of `queues` for the next binding ([`crate::worker_cache`]), which
+    /// stops them if nobody takes them in time.
+    pub(super) fn park(queues: KVec<HwQueue>) {
+        for HwQueue { worker, .. } in queues {
+            crate::worker_cache::park(worker);
+        }
+    }
+
+    pub(super) fn replace(
+        &self,
+        _cfg: &Config,
+        idle: &DataPathIdle<'_>,
+        new: KVec<HwQueue>,
+    ) -> KVec<HwQueue> {
+        self.0.replace(idle, new)
+    }
+
+    /// The hardware queues, read under the device mutex (`_cfg` is its guarded data).
+    pub(super) fn all<'a>(&'a self, _cfg: &'a Config) -> &'a [HwQueue] {
+        // SAFETY: The device mutex, which writers hold, is held for `'a`.
+        unsafe { self.0.get() }
+    }
+
+    /// The queue of a request in flight (`hw_queue` wraps around the queues there are).
+    ///
+    /// # Safety
+    ///
+    /// The caller must be handling a request of the device that `queue_rq` found bound, or
+    /// hold the device mutex.
+    pub(super) unsafe fn get(&self, hw_queue: u32) -> Option<&HwQueue> {
+        // SAFETY: Forwarded from the caller.
+        let queues: &[HwQueue] = unsafe { self.0.get() };
+        match queues.len() {
+            0 => None,
+            n => queues.get(hw_queue as usize % n),
+        }
+    }
+}

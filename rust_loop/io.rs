@@ -1,0 +1,472 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The request path of a loop device, top to bottom as loop.c's `loop_queue_rq` →
+//! `lo_rw_aio` → `lo_rw_aio_complete`: [`LoopDisk`]'s `queue_rq`, the NOWAIT submission, the
+//! end of a direct I/O, the worker, what a command does on the backing file, and the end of the
+//! request. [`LoopCmd`] is the per-request data.
+//!
+//! Buffered mode: `queue_rq` starts the request and queues it on a `kthread_worker`
+//! ([`queue_to_worker`]); the worker runs [`LoopDisk::run`] (read/write/flush/discard/
+//! write-zeroes on the backing file), stores the result and completes the request; `complete`
+//! then ends it ([`end`]), zero-filling whatever a short read did not cover.
+//!
+//! Direct-I/O mode: reads and writes become an `IOCB_DIRECT` kiocb on the backing file, built
+//! over the request's own pages ([`BackingFile::submit_request`]). `queue_rq` first submits it
+//! itself with `IOCB_NOWAIT` ([`try_nowait`]) when the submission policy says so
+//! ([`crate::dispatch`]); `-EAGAIN`, returned at once or to [`LoopDisk::aio_done`], hands the
+//! command to the worker, which submits it again without `IOCB_NOWAIT`. The request is an
+//! [`OwnedRequest`] that moves between these places: it is only ever in one of them.
+
+use crate::{
+    cgroup_workers::CgroupWorkerUse,
+    device::{IoState, LoopDevice, LoopDisk, State},
+    dispatch::QueueLoad,
+    sys::{
+        BackingFile, BlkStatus, BlockDevice, Dir, DiskOps, IoCgroups, IovIter, KthreadWork,
+        KthreadWorker, OwnedRequest, ReqOp, Request, RequestAio, RequestKiocb, RequestWork,
+        FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_WRITE_ZEROES, FALLOC_FL_ZERO_RANGE,
+    },
+};
+use core::sync::atomic::Ordering;
+use kernel::{bindings, prelude::*};
+
+/// A request of a loop device, owned by the driver.
+pub(crate) type LoopRq = OwnedRequest<LoopDisk>;
+
+const EIO: isize = -(bindings::EIO as isize);
+const EAGAIN: isize = -(bindings::EAGAIN as isize);
+const EOPNOTSUPP: isize = -(bindings::EOPNOTSUPP as isize);
+
+/// The per-request data (blk-mq PDU) of a loop device. Only the request's owner touches it
+/// ([`OwnedRequest::pdu_mut`]).
+#[repr(C)]
+pub(crate) struct LoopCmd {
+    /// Runs the command on a worker thread ([`RequestWork`]).
+    work: KthreadWork,
+    /// The direct-I/O kiocb ([`RequestAio`]).
+    kiocb: RequestKiocb,
+    /// Result of the command: bytes transferred (reads and writes), 0, or a negative errno.
+    ret: isize,
+    /// The direct I/O in flight was submitted with `IOCB_NOWAIT` (from `queue_rq`).
+    nowait: bool,
+    /// The issuer's cgroups, from `queue_to_worker` until the worker runs the command.
+    cgroups: Option<IoCgroups>,
+    /// The worker of the issuer's blkcg, if the command runs on one; its claim keeps that
+    /// worker alive until the command ends (its completion may wait in the worker's batch,
+    /// [`OwnedRequest::complete_in_batch`]).
+    cgroup_worker: Option<CgroupWorkerUse>,
+}
+
+impl LoopCmd {
+    /// Initialises the PDU of a new request.
+    ///
+    /// # Safety
+    ///
+    /// `cmd` must be the PDU of a new request of a loop device, valid for writes and not in use.
+    pub(crate) unsafe fn init(cmd: *mut Self) {
+        // SAFETY: The caller guarantees `cmd` is a writable PDU of a `Disk<LoopDisk>`;
+        // `work` is not queued.
+        unsafe {
+            KthreadWork::init_request::<LoopDisk>(&raw mut (*cmd).work);
+            (&raw mut (*cmd).kiocb).write(RequestKiocb::new());
+            (&raw mut (*cmd).ret).write(0);
+            (&raw mut (*cmd).nowait).write(false);
+            (&raw mut (*cmd).cgroups).write(None);
+            (&raw mut (*cmd).cgroup_worker).write(None);
+        }
+    }
+}
+
+impl DiskOps for LoopDisk {
+    type Data = LoopDevice;
+    type Pdu = LoopCmd;
+
+    unsafe fn init_pdu(pdu: *mut LoopCmd) {
+        // SAFETY: Forwarded from the caller.
+        unsafe { LoopCmd::init(pdu) }
+    }
+
+    fn queue_rq(dev: &LoopDevice, rq: LoopRq) {
+        rq.start();
+        if dev.state() != State::Bound {
+            rq.end(BlkStatus::IOERR);
+            return;
+        }
+        let load = dev.hw_queue_of(&rq).map_or(QueueLoad::default(), |q| {
+            q.request_started(dev.nowait_max_depth())
+        });
+        let rq = match dev.io_backing(&rq) {
+            Some(io) if crate::dispatch::nowait_allowed(dev, io, &rq, load) => {
+                match try_nowait(dev, io, rq) {
+                    Ok(()) => return,
+                    Err(rq) => rq,
+                }
+            }
+            _ => rq,
+        };
+        // `BLK_MQ_F_BLOCKING`: `queue_rq` may sleep.
+        queue_to_worker(dev, rq, true);
+    }
+
+    fn complete(dev: &LoopDevice, rq: LoopRq) {
+        end(dev, rq)
+    }
+
+    fn open(dev: &LoopDevice, _mode: u32) -> Result {
+        dev.opened()
+    }
+
+    fn release(dev: &LoopDevice) {
+        dev.released()
+    }
+
+    fn ioctl(dev: &LoopDevice, bdev: &BlockDevice, mode: u32, cmd: u32, arg: usize) -> Result<i32> {
+        crate::ioctl::dispatch(dev, bdev, mode, cmd, arg).map(|()| 0)
+    }
+
+    fn compat_ioctl(
+        dev: &LoopDevice,
+        bdev: &BlockDevice,
+        mode: u32,
+        cmd: u32,
+        arg: usize,
+    ) -> Result<i32> {
+        crate::ioctl::dispatch_compat(dev, bdev, mode, cmd, arg).map(|()| 0)
+    }
+}
+
+/// Tries the `IOCB_NOWAIT` submission from `queue_rq`; `Err` gives the request back for the
+/// caller to queue to the worker.
+pub(crate) fn try_nowait(dev: &LoopDevice, io: &IoState, rq: LoopRq) -> Result<(), LoopRq> {
+    // As on the worker: the backing file system's allocations must not recurse into I/O.
+    // `queue_rq` of a BLOCKING tag set runs inside the set's SRCU read section, which a
+    // queue freeze + quiesce waits for (lockdep: srcu -> fs_reclaim -> q_usage_counter).
+    let _noio = crate::sys::TaskFlags::set(bindings::PF_MEMALLOC_NOIO);
+    // The backing file's bios go out before `queue_rq` returns, never onto the list of a
+    // submitter that may then sleep waiting for one of our tags (the deadlock of
+    // docs/testing.md "Deadlocks").
+    let undeferred = crate::sys::UndeferredBios::new();
+    if undeferred.was_deferring() {
+        dev.stats.nowait_undeferred.fetch_add(1, Ordering::Relaxed);
+    }
+    let is_write = rq.op() == ReqOp::Write;
+    submit_dio(dev, io, rq, true).inspect_err(|_| {
+        dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+        if is_write {
+            dev.steering.refused();
+        }
+    })
+}
+
+/// Submits the request as one direct-I/O kiocb over its pages; `Err` (`nowait` only) gives
+/// it back, refused at once.
+fn submit_dio(dev: &LoopDevice, io: &IoState, mut rq: LoopRq, nowait: bool) -> Result<(), LoopRq> {
+    let dir = if rq.op() == ReqOp::Write {
+        Dir::Write
+    } else {
+        Dir::Read
+    };
+    let Some(pos) = rq.pos().checked_add(io.offset) else {
+        fail(dev, rq, EIO);
+        return Ok(());
+    };
+    rq.pdu_mut().nowait = nowait;
+    dev.stats.backing_inflight.fetch_add(1, Ordering::Relaxed);
+    let submitted = if nowait {
+        io.file.submit_request_nowait(rq, dir, pos)
+    } else {
+        io.file.submit_request(rq, dir, pos);
+        Ok(())
+    };
+    // Refused: not in flight. Its `nowait` flag is set again by the next submission.
+    submitted.inspect_err(|_| {
+        dev.stats.backing_inflight.fetch_sub(1, Ordering::Relaxed);
+    })
+}
+
+// SAFETY: `LoopCmd::init`, the `init_pdu` of `LoopDisk`, makes `kiocb` with
+// `RequestKiocb::new` in every PDU, at this offset.
+unsafe impl RequestAio for LoopDisk {
+    const KIOCB_OFFSET: usize = core::mem::offset_of!(LoopCmd, kiocb);
+
+    /// The end of a direct I/O: completes the request, or hands it to the worker after a
+    /// late `-EAGAIN` of a `IOCB_NOWAIT` submission.
+    fn aio_done(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
+        dev.stats.backing_inflight.fetch_sub(1, Ordering::Relaxed);
+        let is_write = rq.op() == ReqOp::Write;
+        let cmd = rq.pdu_mut();
+        cmd.ret = ret;
+        if cmd.nowait {
+            cmd.nowait = false;
+            if ret == EAGAIN {
+                dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+                if is_write {
+                    dev.steering.refused();
+                }
+                // Possibly in interrupt context (`ki_complete`): no sleeping.
+                queue_to_worker(dev, rq, false);
+                return;
+            }
+            dev.stats.nowait_completions.fetch_add(1, Ordering::Relaxed);
+            if is_write {
+                dev.steering.accepted();
+            }
+        }
+        finish(dev, rq);
+    }
+}
+
+/// Queues the command to run in its issuer's cgroups: on the worker of the issuer's blkcg
+/// (started if needed when `may_sleep`), or on the worker of its hardware queue for the
+/// root cgroup.
+pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool) {
+    let Some(queue) = dev.hw_queue_of(&rq) else {
+        fail(dev, rq, EIO);
+        return;
+    };
+    if rq.op() == ReqOp::Write {
+        dev.steering.queued();
+    }
+    let cgroups = IoCgroups::of(&rq);
+    // Starting a thread waits for kthreadd: not from memory reclaim, which may be waiting
+    // for this very device.
+    let claim = dev
+        .cgroup_workers
+        .get(&cgroups, may_sleep && !crate::sys::in_reclaim());
+    let cmd = rq.pdu_mut();
+    cmd.cgroups = Some(cgroups);
+    cmd.cgroup_worker = claim;
+    dev.stats.worker_queued.fetch_add(1, Ordering::Relaxed);
+    KthreadWorker::queue_request(rq, &queue.worker, |cmd: &LoopCmd| {
+        cmd.cgroup_worker.as_ref().map(|c| &c.get().worker)
+    });
+}
+
+// SAFETY: `LoopCmd::init`, the `init_pdu` of `LoopDisk`, sets up `work` for `LoopDisk` in every
+// PDU, at this offset.
+unsafe impl RequestWork for LoopDisk {
+    const WORK_OFFSET: usize = core::mem::offset_of!(LoopCmd, work);
+
+    /// Runs the command on the worker thread and hands the request to completion.
+    fn run(dev: &LoopDevice, mut rq: LoopRq) {
+        // The claim on a cgroup worker (possibly the current thread's) stays in the command
+        // until it ends (`end`): its completion may wait in that worker's batch.
+        // Do not throttle the worker on the dirty pages it is cleaning, and do not recurse
+        // into I/O from its allocations.
+        let _task_flags =
+            crate::sys::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
+        // Charge the I/O and the page cache to the issuer, as if it had done them itself.
+        let _cgroups = rq.pdu_mut().cgroups.take().map(IoCgroups::enter);
+        dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
+        dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
+        let is_write = rq.op() == ReqOp::Write;
+        let Some(io) = dev.io_backing(&rq) else {
+            if is_write {
+                dev.steering.taken();
+            }
+            fail(dev, rq, EIO);
+            return;
+        };
+        let dio_rw = io.direct_io
+            && matches!(rq.op(), ReqOp::Read | ReqOp::Write)
+            && !(is_write && io.read_only);
+        let direct = dio_rw && io.dio_aligned(&rq);
+        if dio_rw && !direct {
+            // Below the backing file's direct-I/O alignment: this one goes buffered.
+            dev.stats.dio_fallbacks.fetch_add(1, Ordering::Relaxed);
+        }
+        if direct {
+            // Blocking submission; its completion (or error) arrives through `aio_done`.
+            if let Err(rq) = submit_dio(dev, io, rq, false) {
+                fail(dev, rq, EAGAIN);
+            }
+        } else {
+            let ret = execute(dev, io, &rq);
+            rq.pdu_mut().ret = ret;
+            finish(dev, rq);
+        }
+        if is_write {
+            // Pairs with `queue_to_worker`.
+            dev.steering.taken();
+        }
+    }
+}
+
+fn execute(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>) -> isize {
+    let file = &io.file;
+    // A flush has no position (its sector is all ones): only data and range operations
+    // compute one.
+    let pos = || rq.pos().checked_add(io.offset);
+    match rq.op() {
+        ReqOp::Read => pos().map_or(EIO, |pos| rw(dev, io, rq, pos, Dir::Read)),
+        ReqOp::Write if io.read_only => EIO,
+        ReqOp::Write => pos().map_or(EIO, |pos| rw(dev, io, rq, pos, Dir::Write)),
+        ReqOp::Flush => match file.fsync() {
+            0 => 0,
+            _ => EIO,
+        },
+        ReqOp::Discard => pos().map_or(EIO, |pos| {
+            fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
+        }),
+        ReqOp::WriteZeroes if rq.no_unmap() => {
+            pos().map_or(EIO, |pos| zero_allocated(dev, file, rq, pos))
+        }
+        ReqOp::WriteZeroes => pos().map_or(EIO, |pos| {
+            fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
+        }),
+        ReqOp::Other => EIO,
+    }
+}
+
+/// Buffered read or write of the whole request, bio by bio. Returns the bytes transferred:
+/// a read may stop short (end of file), a write may not. In the `dontcache` cache mode
+/// ([`LoopDevice::dontcache`]) the backing file's page cache does not keep the data.
+fn rw(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>, mut pos: u64, dir: Dir) -> isize {
+    let file = &io.file;
+    let dontcache = io.dontcache && dev.dontcache();
+    let mut done: isize = 0;
+    for bio in rq.bios() {
+        let size = bio.size() as isize;
+        let mut iter = IovIter::over_bio(bio, dir);
+        let ret = file.rw_sync(dir, &mut iter, pos, rq.ioprio(), dontcache);
+        if ret < 0 {
+            return if done > 0 && dir == Dir::Read {
+                done
+            } else {
+                ret
+            };
+        }
+        done += ret;
+        pos += ret as u64;
+        if ret < size {
+            return if dir == Dir::Write { EIO } else { done };
+        }
+    }
+    done
+}
+
+/// A write-zeroes that must keep the range allocated (`REQ_NOUNMAP`): written, zeroed
+/// blocks (`FALLOC_FL_WRITE_ZEROES`, so later writes need no unwritten-extent conversion)
+/// where the backing file system offers them, else unwritten ones (`FALLOC_FL_ZERO_RANGE`,
+/// loop.c's way). Never past the end of the file: `FALLOC_FL_WRITE_ZEROES` would extend it.
+fn zero_allocated(dev: &LoopDevice, file: &BackingFile, rq: &Request<LoopDisk>, pos: u64) -> isize {
+    let len = u64::from(rq.bytes());
+    if dev.discard_enabled()
+        && dev.write_zeroes_enabled()
+        && pos.checked_add(len).is_some_and(|end| end <= file.size())
+    {
+        match file.fallocate(FALLOC_FL_WRITE_ZEROES, pos, len) as isize {
+            0 => {
+                dev.stats
+                    .write_zeroes_offloaded
+                    .fetch_add(1, Ordering::Relaxed);
+                return 0;
+            }
+            EOPNOTSUPP => dev.disable_write_zeroes(),
+            _ => return EIO,
+        }
+    }
+    fallocate(dev, file, rq, pos, FALLOC_FL_ZERO_RANGE)
+}
+
+fn fallocate(
+    dev: &LoopDevice,
+    file: &BackingFile,
+    rq: &Request<LoopDisk>,
+    pos: u64,
+    mode: i32,
+) -> isize {
+    if !dev.discard_enabled() {
+        return EOPNOTSUPP;
+    }
+    let ret = file.fallocate(mode | FALLOC_FL_KEEP_SIZE, pos, u64::from(rq.bytes())) as isize;
+    match ret {
+        0 => 0,
+        EOPNOTSUPP => {
+            // The backing file cannot do it: stop advertising discard/write-zeroes, once.
+            dev.disable_fallocate(mode);
+            EOPNOTSUPP
+        }
+        _ => EIO,
+    }
+}
+
+/// Completes the request with the error `ret`.
+fn fail(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
+    rq.pdu_mut().ret = ret;
+    finish(dev, rq);
+}
+
+/// Hands a finished command's request to completion: on the worker that ran it, in the
+/// batch of completions it ends after the requests queued meanwhile (a worker submitting a
+/// backlog ends it, and wakes its submitters, once per backlog); else on this stack when in
+/// task context (`queue_rq`, a task-context `ki_complete`), else through
+/// `blk_mq_complete_request`. The counters are updated first: once the request completes,
+/// the device may go away (its last request is what a teardown waits for). A batched one
+/// completes later on this same thread, so counting it afterwards is safe.
+fn finish(dev: &LoopDevice, rq: LoopRq) {
+    let rq = match rq.complete_in_batch() {
+        Ok(()) => {
+            dev.stats
+                .completions_batched
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        Err(rq) => rq,
+    };
+    match LoopRq::may_complete_here() {
+        Some(here) => {
+            dev.stats.completions_here.fetch_add(1, Ordering::Relaxed);
+            rq.complete_here(here);
+        }
+        None => {
+            dev.stats
+                .completions_deferred
+                .fetch_add(1, Ordering::Relaxed);
+            rq.complete();
+        }
+    }
+}
+
+/// Ends a completed request (the `complete` callback).
+pub(crate) fn end(dev: &LoopDevice, mut rq: LoopRq) {
+    let mut ret = rq.pdu().ret;
+    let bytes = rq.bytes() as isize;
+    if ret >= 0 {
+        match rq.op() {
+            ReqOp::Read => dev
+                .stats
+                .read_bytes
+                .fetch_add(ret as u64, Ordering::Relaxed),
+            ReqOp::Write => dev
+                .stats
+                .write_bytes
+                .fetch_add(ret as u64, Ordering::Relaxed),
+            _ => 0,
+        };
+        // A short write is an error.
+        if rq.op() == ReqOp::Write && ret < bytes {
+            ret = EIO;
+        }
+    }
+    // As loop.c: every failure is an I/O error, except an unsupported discard/write-zeroes.
+    let status = if ret == EOPNOTSUPP {
+        BlkStatus::NOTSUPP
+    } else if ret < 0 {
+        BlkStatus::IOERR
+    } else {
+        if rq.op() == ReqOp::Read && ret < bytes {
+            // Past the end of the backing file: the rest reads as zeroes.
+            rq.zero_data_from(ret as usize);
+        }
+        BlkStatus::OK
+    };
+    if let Some(q) = dev.hw_queue_of(&rq) {
+        q.request_ended();
+    }
+    // Before the request ends (the device, whose list holds the worker, may go once its last
+    // request has ended). If this runs in that worker's batch, reaping the worker waits for
+    // the batch to return.
+    drop(rq.pdu_mut().cgroup_worker.take());
+    rq.end(status);
+}
