@@ -67,15 +67,18 @@ const IDLE_NS: i64 = 60 * 1_000_000_000;
 pub(crate) struct CgroupWorkers {
     /// `N` of `loopN`, for the thread names.
     number: u32,
+    /// Most workers at once (`max_cgroup_workers`).
+    max: usize,
     #[pin]
     list: SpinLock<KVec<Arc<CgroupWorker>>>,
 }
 
 impl CgroupWorkers {
-    /// An empty set for `loop<number>`.
-    pub(crate) fn new(number: u32) -> impl PinInit<Self> {
+    /// An empty set for `loop<number>`, of at most `max` workers.
+    pub(crate) fn new(number: u32, max: usize) -> impl PinInit<Self> {
         pin_init!(Self {
             number,
+            max,
             list <- kernel::new_spinlock!(KVec::new()),
         })
     }
@@ -92,7 +95,7 @@ impl CgroupWorkers {
         }
         let blkcg = cgroups.blkcg()?;
         self.reap_idle();
-        let max = crate::max_cgroup_workers();
+        let max = self.max;
         if self.list.lock().len() >= max {
             return None;
         }

@@ -15,6 +15,7 @@ pub(crate) struct LoopControl;
 pub(crate) type ControlDevice = MiscRegistration<LoopControl>;
 
 impl FixedMinorMisc for LoopControl {
+    type Module = crate::LoopModule;
     const NAME: &'static CStr = c"loop-control";
     const MINOR: i32 = bindings::LOOP_CTRL_MINOR as i32;
 
@@ -23,9 +24,9 @@ impl FixedMinorMisc for LoopControl {
         // refused (REMOVE).
         let index = parm as i32;
         let n = match cmd {
-            uapi::LOOP_CTL_ADD => crate::add_device(index),
-            uapi::LOOP_CTL_REMOVE => crate::remove_device(index),
-            uapi::LOOP_CTL_GET_FREE => crate::get_free_device(),
+            uapi::LOOP_CTL_ADD => crate::devices::add_device(index),
+            uapi::LOOP_CTL_REMOVE => crate::devices::remove_device(index),
+            uapi::LOOP_CTL_GET_FREE => crate::devices::get_free_device(),
             _ => Err(ENOSYS),
         }?;
         Ok(n as isize)

@@ -11,22 +11,25 @@ mod hw_queues;
 mod knobs;
 mod limits;
 mod partscan;
+mod settings;
+mod sysfs;
 
 pub(crate) use hw_queues::HwQueue;
 use hw_queues::HwQueues;
 use limits::{MAX_HW_SECTORS, MAX_SEGMENTS};
 use partscan::PartTableStamp;
+pub(crate) use settings::DeviceSettings;
 
 use crate::{
+    backing::IoState,
     cgroup_workers::CgroupWorkers,
-    dispatch::{LoadTracker, QueueLoad, WriteSteering},
+    dispatch::{LoadTracker, SubmissionPolicy},
     stats::DevStats,
     sys::{
         valid_block_size, BackingFile, BlockDevice, DataPathCell, DataPathIdle, DioAlign, Disk,
         DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE,
         BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },
-    sysfs,
     uapi::{self, loop_config, loop_info64},
 };
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -84,39 +87,20 @@ impl State {
     }
 }
 
-/// What the data path needs of a bound device. Replaced only while no request reads it
-/// ([`DataPathIdle`]): `queue_rq` reads it only after it has found [`State::Bound`], which
-/// [`LoopDevice::set_state`] publishes with release ordering after the cells are written.
-pub(crate) struct IoState {
-    /// The backing file.
-    pub(crate) file: BackingFile,
-    /// Byte offset of the device's data in the file.
-    pub(crate) offset: u64,
-    /// Writes fail with an I/O error.
-    pub(crate) read_only: bool,
-    /// Reads and writes are direct I/O on the backing file.
-    pub(crate) direct_io: bool,
-    /// The backing file accepts `IOCB_NOWAIT` attempts.
-    pub(crate) nowait: bool,
-    /// The backing file's page cache honours `IOCB_DONTCACHE`.
-    pub(crate) dontcache: bool,
-    /// The backing file's direct-I/O offset and size alignment, less one: a read or write
-    /// whose position in the file or length is not a multiple of it takes the buffered path.
-    pub(crate) dio_mask: u64,
-    /// The backing file is a regular file (not a block device).
-    pub(crate) file_is_reg: bool,
-    /// The backing file's data lives on another loop device.
-    pub(crate) backing_on_loop: bool,
+kernel::sync::global_lock! {
+    // SAFETY: Initialised by `init`, in `LoopModule::init`, before any device exists.
+    /// `loop_validate_mutex`: serialises following chains of loop devices against rebinding.
+    unsafe(uninit) static VALIDATE: Mutex<()> = ();
 }
 
-impl IoState {
-    /// Whether `rq` (a read or write) meets the backing file's direct-I/O alignment: its
-    /// position in the file and its length. Always so unless the device's block size or
-    /// offset is below that alignment (see [`LoopDevice::can_use_dio`]). The memory of its
-    /// segments meets the file's alignment through the queue's `dma_alignment`.
-    pub(crate) fn dio_aligned(&self, rq: &Request<LoopDisk>) -> bool {
-        (rq.pos().wrapping_add(self.offset) | u64::from(rq.bytes())) & self.dio_mask == 0
-    }
+/// Initialises [`VALIDATE`].
+///
+/// # Safety
+///
+/// Must be called once, before any device exists.
+pub(crate) unsafe fn init() {
+    // SAFETY: Called once, before any use (the caller's contract).
+    unsafe { VALIDATE.init() };
 }
 
 /// The loop device behind `file`, if it is a loop block device node.
@@ -126,7 +110,7 @@ pub(crate) fn loop_device_of(file: &BackingFile) -> Option<Arc<LoopDevice>> {
     unsafe { Disk::<LoopDisk>::data_of_node(file, bindings::LOOP_MAJOR) }
 }
 
-/// The [`DiskOps`](crate::sys::DiskOps) of a loop device: its request path, in [`crate::io`].
+/// The [`DiskOps`](crate::sys::DiskOps) of a loop device: its request path is in `io.rs`.
 pub(crate) struct LoopDisk;
 
 /// Configuration guarded by the device mutex (`lo_mutex`).
@@ -155,13 +139,13 @@ pub(crate) struct LoopDevice {
     pub(crate) cgroup_workers: CgroupWorkers,
     /// Number of hardware queues (and workers).
     nr_hw_queues: AtomicU32,
-    /// Requests in flight on a hardware queue from which on `queue_rq` hands a single
-    /// submitter's direct I/O to the worker instead of submitting it itself.
-    nowait_max_depth: AtomicU32,
+    /// Minors of the device are `1 << part_shift`; 0: no partitions unless `LO_FLAGS_PARTSCAN`.
+    part_shift: u32,
+
     /// Counters.
     pub(crate) stats: DevStats,
-    /// The submission policy's write steering ([`crate::dispatch`]).
-    pub(crate) steering: WriteSteering,
+    /// The submission policy ([`crate::dispatch`]).
+    pub(crate) policy: SubmissionPolicy,
     /// `lo_mutex`: serialises reconfiguration.
     #[pin]
     cfg: Mutex<Config>,
@@ -202,23 +186,23 @@ pub(crate) struct LoopDevice {
     sysfs_on: AtomicBool,
     /// Whether the `rust_loop/` counters group exists.
     stats_on: AtomicBool,
+    /// Fault injection (`rust_loop/inject_drop_requests`): `queue_rq` drops this many of the
+    /// next requests without ending them, to show that such a request still ends, failed.
+    pub(crate) inject_drop_requests: AtomicU32,
 }
 
 impl LoopDevice {
     /// Creates `loop<number>` (not yet visible; see [`LoopDevice::add_disk`]).
-    pub(crate) fn new(
-        number: u32,
-        part_shift: u32,
-        queue_depth: u32,
-        nr_hw_queues: u32,
-    ) -> Result<Arc<Self>> {
+    pub(crate) fn new(number: u32, settings: &DeviceSettings) -> Result<Arc<Self>> {
+        let part_shift = settings.part_shift;
+        let nr_hw_queues = settings.nr_hw_queues;
         let name = CString::try_from_fmt(fmt!("loop{}", number))?;
         let disk = Disk::new(
             &DiskConfig {
                 major: bindings::LOOP_MAJOR,
                 first_minor: number << part_shift,
                 minors: 1 << part_shift,
-                queue_depth,
+                queue_depth: settings.queue_depth,
                 nr_hw_queues,
                 // BLOCKING: `queue_rq` may submit to the backing file itself.
                 flags: bindings::BLK_MQ_F_STACKING
@@ -235,11 +219,11 @@ impl LoopDevice {
                 number,
                 disk,
                 hw_queues: HwQueues(DataPathCell::new(KVec::new())),
-                cgroup_workers <- CgroupWorkers::new(*number),
+                cgroup_workers <- CgroupWorkers::new(*number, settings.max_cgroup_workers),
                 nr_hw_queues: AtomicU32::new(nr_hw_queues.max(1)),
-                nowait_max_depth: AtomicU32::new(crate::nowait_max_depth()),
+                part_shift,
                 stats: DevStats::default(),
-                steering: WriteSteering::new(),
+                policy: SubmissionPolicy::new(settings.nowait_min_stack, settings.nowait_max_depth),
                 cfg <- kernel::new_mutex!(Config {
                     file_name: [0; NAME_SIZE],
                     old_gfp: 0,
@@ -257,12 +241,13 @@ impl LoopDevice {
                 write_zeroes_on: AtomicBool::new(true),
                 part_stamp <- kernel::new_spinlock!(None),
                 nowait_on: AtomicBool::new(false),
-                dontcache_on: AtomicBool::new(crate::dontcache_default()),
+                dontcache_on: AtomicBool::new(settings.dontcache),
                 dontcache_capable: AtomicBool::new(false),
                 dio_min_size: AtomicU32::new(SECTOR_SIZE),
                 visible: AtomicBool::new(false),
                 sysfs_on: AtomicBool::new(false),
                 stats_on: AtomicBool::new(false),
+                inject_drop_requests: AtomicU32::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -287,11 +272,6 @@ impl LoopDevice {
         Ok(())
     }
 
-    /// Whether rq-qos policies are attached to the loop queue.
-    pub(crate) fn has_rq_qos(&self) -> bool {
-        self.queue().has_rq_qos()
-    }
-
     fn queue(&self) -> &Queue {
         self.disk.queue()
     }
@@ -313,7 +293,7 @@ impl LoopDevice {
             // Unbound: what the queues counted while bound.
             return f(&mut cfg.retired_requests.iter().copied());
         }
-        f(&mut queues.iter().map(|q| q.requests.load(Ordering::Relaxed)))
+        f(&mut queues.iter().map(|q| q.load.started()))
     }
 
     /// Calls `f` with the process IDs of the hardware queues' worker threads, in queue order
@@ -455,7 +435,7 @@ impl LoopDevice {
 
     /// `LOOP_CLR_FD`: mark for clearing at the last close (`loop_clr_fd`).
     pub(crate) fn clear_fd(&self) -> Result {
-        let _validate = crate::VALIDATE.lock();
+        let _validate = VALIDATE.lock();
         let _cfg = self.cfg.lock();
         if self.state() != State::Bound {
             return Err(ENXIO);
@@ -483,9 +463,7 @@ impl LoopDevice {
             // Keep the counts for the next binding (lost only if this allocation fails).
             cfg.retired_requests.clear();
             for q in old.iter() {
-                let _ = cfg
-                    .retired_requests
-                    .push(q.requests.load(Ordering::Relaxed), GFP_KERNEL);
+                let _ = cfg.retired_requests.push(q.load.started(), GFP_KERNEL);
             }
             old
         };
@@ -524,7 +502,7 @@ impl LoopDevice {
             );
         }
         self.set_flags(0);
-        if crate::part_shift() == 0 {
+        if self.part_shift == 0 {
             self.disk.set_part_scan(false);
         }
         {

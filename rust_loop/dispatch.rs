@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The submission policy: whether `queue_rq` submits a direct-I/O read or write itself, with
-//! `IOCB_NOWAIT` ([`nowait_allowed`]), or hands it to the worker. Inline submission saves the
+//! `IOCB_NOWAIT` ([`SubmissionPolicy::route`]), or hands it to the worker. Inline submission saves the
 //! hand-over (the latency of a shallow queue); the worker gives a deep queue a second CPU and
 //! is the only place that may block. Calling into the backing file system from `queue_rq`
 //! runs in the submitter's context, so every guard below exists because that context may be
@@ -37,10 +37,11 @@
 //! and the task's deferred-bio list taken for its duration (`nowait_undeferred`).
 
 use crate::{
-    device::{IoState, LoopDevice, LoopDisk},
-    sys::{now_ns, ReqOp, Request},
+    backing::IoState,
+    stats::DevStats,
+    sys::{now_ns, DiskOps, Queue, ReqOp, Request},
 };
-use core::sync::atomic::{AtomicI64, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Upper bound of [`LoadTracker::pipeline_credit`]: how many shallow arrivals in a row (the worker
 /// drained the queue before the task refilled it) a pipelining task outlasts.
@@ -53,7 +54,7 @@ const PIPELINE_CREDIT_MAX: u32 = 8;
 const PIPELINE_MIN_STREAK: u32 = 32;
 
 /// Requests in flight on a hardware queue from which every request goes to the worker, whichever
-/// task started it (never below [`LoopDevice::nowait_max_depth`]). Many tasks that keep deep
+/// task started it (never below [`SubmissionPolicy::max_depth`]). Many tasks that keep deep
 /// queues do better with the worker submitting for all of them than each submitting its own
 /// (BENCHMARKS.md has the measurement), while a few tasks that wait for each request never have
 /// this many in flight and keep the NOWAIT path.
@@ -80,7 +81,7 @@ const PROBE_INTERVAL: u32 = 256;
 #[derive(Clone, Copy, Default)]
 pub(crate) struct QueueLoad {
     /// The request's task keeps a deep queue, or its hardware queue does (or
-    /// [`LoopDevice::nowait_max_depth`] is 0): the worker should run it.
+    /// [`SubmissionPolicy::max_depth`] is 0): the worker should run it.
     pub(crate) pipeline: bool,
     /// The worker should run it to find out whether its task keeps submitting meanwhile.
     pub(crate) probe: bool,
@@ -89,6 +90,8 @@ pub(crate) struct QueueLoad {
 /// The pattern of the requests of one hardware queue: how many are in flight, and whether one
 /// task keeps starting them.
 pub(crate) struct LoadTracker {
+    /// Requests started on this hardware queue, since the device's first binding.
+    started: AtomicU64,
     /// Requests of this hardware queue started by `queue_rq` and not yet ended.
     inflight: AtomicU32,
     /// The task that started the last request (an identity, never dereferenced).
@@ -96,15 +99,17 @@ pub(crate) struct LoadTracker {
     /// Requests started in a row by that task, before the last one.
     streak: AtomicU32,
     /// Evidence that the task keeps a deep queue, 0 to [`PIPELINE_CREDIT_MAX`]: raised by
-    /// its requests that find [`LoopDevice::nowait_max_depth`] requests in flight, lowered by
+    /// its requests that find [`SubmissionPolicy::max_depth`] requests in flight, lowered by
     /// those that find fewer, cleared by a request of another task.
     pipeline_credit: AtomicU32,
 }
 
 impl LoadTracker {
-    /// Nothing in flight, no submitter seen.
-    pub(crate) fn new() -> Self {
+    /// Nothing in flight, no submitter seen; `started` requests counted before (in earlier
+    /// bindings).
+    pub(crate) fn new(started: u64) -> Self {
         Self {
+            started: AtomicU64::new(started),
             inflight: AtomicU32::new(0),
             last_submitter: AtomicUsize::new(0),
             streak: AtomicU32::new(0),
@@ -113,8 +118,9 @@ impl LoadTracker {
     }
 
     /// Counts a request started by the current task and tells how it should run;
-    /// `io::end` calls [`LoadTracker::request_ended`] for it.
-    pub(crate) fn request_started(&self, max_depth: u32) -> QueueLoad {
+    /// [`SubmissionPolicy::ended`] calls [`LoadTracker::request_ended`] for it.
+    fn request_started(&self, max_depth: u32) -> QueueLoad {
+        self.started.fetch_add(1, Ordering::Relaxed);
         let depth = self.inflight.fetch_add(1, Ordering::Relaxed);
         let shared_deep = max_depth == 0 || depth >= max_depth.max(SHARED_QUEUE_DEPTH);
         let me = crate::sys::current_task_id();
@@ -141,121 +147,279 @@ impl LoadTracker {
         }
     }
 
+    /// Requests started on this hardware queue, since the device's first binding.
+    pub(crate) fn started(&self) -> u64 {
+        self.started.load(Ordering::Relaxed)
+    }
+
     /// Counts the end of a request counted by [`LoadTracker::request_started`].
-    pub(crate) fn request_ended(&self) {
+    fn request_ended(&self) {
         self.inflight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
-/// Whether `queue_rq` may submit this command itself with `IOCB_NOWAIT`. It must not when:
-/// the device is not in direct-I/O mode or the file cannot do non-blocking I/O; the
-/// operation is not a read or write (flush, discard and write-zeroes always go to the
-/// worker); the submitting task is inside a filesystem transaction (`journal_info` set —
-/// the backing filesystem would nest its own); less than `nowait_min_stack` (module parameter) bytes of
-/// kernel stack remain (loop on a filesystem on another loop device recurses through
-/// `queue_rq`); the loop queue has rq-qos policies (wbt may throttle, i.e. sleep, inside the
-/// backing file's submission and deadlock against our own queue); the current task is not
-/// in the issuer's blkcg (the backing I/O would be charged to the wrong cgroup); or it is a
-/// write to a regular file within a steering window ([`WriteSteering`]:
-/// allocating writes keep returning `-EAGAIN`, and trying them first only costs); or it is
-/// better run by the worker on another CPU ([`QueueLoad`], checked first: a request it sends
-/// to the worker counts as `nowait_skip_depth` or `nowait_probes`, whatever else holds).
-pub(crate) fn nowait_allowed(
-    dev: &LoopDevice,
-    io: &IoState,
-    rq: &Request<LoopDisk>,
-    load: QueueLoad,
-) -> bool {
-    if !io.direct_io || !io.nowait {
-        return false;
-    }
-    let skipped = |c: &core::sync::atomic::AtomicU64| {
-        c.fetch_add(1, Ordering::Relaxed);
-        false
-    };
-    match rq.op() {
-        ReqOp::Read => {}
-        ReqOp::Write if !io.read_only => {}
-        _ => return false,
-    }
-    if !io.dio_aligned(rq) {
-        // The worker does it buffered (counted there).
-        return false;
-    }
-    // The queue-load rule first: it needs no call into the kernel, and a request it sends to
-    // the worker (most of a deep queue) need not pass the guards below.
-    if !stays_inline(dev, load) {
-        return false;
-    }
-    if crate::sys::in_fs_transaction() {
-        return skipped(&dev.stats.nowait_skip_journal);
-    }
-    if crate::sys::stack_remaining() < crate::nowait_min_stack() {
-        return skipped(&dev.stats.nowait_skip_stack);
-    }
-    if dev.has_rq_qos() {
-        return skipped(&dev.stats.nowait_skip_rqqos);
-    }
-    if !crate::sys::issued_here(rq) {
-        // Dispatched from another cgroup's context (a plug flush, a requeue from kblockd):
-        // the backing I/O must be charged to the issuer, which only the worker can do.
-        return skipped(&dev.stats.nowait_skip_cgroup);
-    }
-    if io.backing_on_loop && crate::sys::plugged() {
-        // Loop on a filesystem on another loop device, dispatched from the flush of the
-        // submitter's plug: the backing filesystem's bios for the lower loop device would
-        // be added to that same plug while it is being flushed.
-        return skipped(&dev.stats.nowait_skip_nested);
-    }
-    if crate::sys::submitter_is_loop_worker() {
-        // Loop on a filesystem on this device, dispatched by the upper device's worker,
-        // possibly inside that filesystem's transaction (lockdep, debug kernel: an XFS
-        // fallocate transaction, then the backing XFS's atime update in our NOWAIT read).
-        return skipped(&dev.stats.nowait_skip_nested);
-    }
-    if rq.op() == ReqOp::Write && io.file_is_reg {
-        if dev.steering.active() {
-            return skipped(&dev.stats.nowait_skip_writes);
-        }
-        // The first write after a timestamp tick updates mtime/ctime, which XFS (without
-        // lazytime) refuses under NOWAIT: hand it to the worker rather than try in vain.
-        if io.file.cmtime_update_blocks() {
-            return skipped(&dev.stats.nowait_skip_cmtime);
-        }
-    }
-    if rq.op() == ReqOp::Read && io.file_is_reg && io.file.atime_update_blocks() {
-        // `touch_atime` ignores NOWAIT: on XFS without lazytime (with it, the helper says
-        // no) the update is a transaction, which must not start in a submitter that may be
-        // inside its own (a user task holding an XFS transaction on a filesystem on this
-        // device reads metadata through `queue_rq`).
-        return skipped(&dev.stats.nowait_skip_atime);
-    }
-    if io.file_is_reg && !io.file.has_dio_completion_wq() {
-        // The super block's first asynchronous direct I/O creates its completion
-        // workqueue (`wq_pool_mutex`, reclaim): not inside `queue_rq`'s SRCU read section,
-        // which a queue freeze + quiesce waits for (lockdep: srcu -> wq_pool_mutex ->
-        // fs_reclaim -> q_usage_counter). The worker's submission creates it.
-        return false;
-    }
-    true
+/// Where a request runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Route {
+    /// `queue_rq` submits it itself, as direct I/O with `IOCB_NOWAIT`.
+    Inline,
+    /// The worker submits it as direct I/O, blocking.
+    WorkerDirect,
+    /// The worker runs it on the backing file's page cache (buffered reads and writes, flush,
+    /// discard, write-zeroes).
+    WorkerBuffered,
 }
 
-/// Whether a direct-I/O request is left to `queue_rq` (true) rather than handed to the
-/// worker for the pattern of its hardware queue ([`QueueLoad`]).
-fn stays_inline(dev: &LoopDevice, load: QueueLoad) -> bool {
-    if load.pipeline {
-        dev.stats.nowait_skip_depth.fetch_add(1, Ordering::Relaxed);
-        return false;
-    }
-    if load.probe {
-        dev.stats.nowait_probes.fetch_add(1, Ordering::Relaxed);
-        return false;
-    }
-    true
+/// How a NOWAIT submission ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum NowaitEnd {
+    /// Refused with `-EAGAIN`: the worker submits it again, blocking.
+    Retry,
+    /// Done (with its result, an error included): the request completes.
+    Done,
 }
+
+/// The submission policy of one device: its state (the write steering, the `nowait_max_depth`
+/// knob, the stack margin) and its decisions. [`SubmissionPolicy::route`] and
+/// [`SubmissionPolicy::worker_route`] decide where a request runs; the hooks record what
+/// happened to it: [`SubmissionPolicy::nowait_end`] (a NOWAIT submission refused or accepted),
+/// [`SubmissionPolicy::queued`] and [`SubmissionPolicy::taken`] (the worker's queue),
+/// [`SubmissionPolicy::ended`] (the hardware queue's load). Every counter of a decision is in
+/// [`DevStats`].
+pub(crate) struct SubmissionPolicy {
+    /// The write steering.
+    steering: WriteSteering,
+    /// Kernel stack bytes that must remain for `queue_rq` to submit direct I/O itself.
+    min_stack: usize,
+    /// `nowait_max_depth` ([`SubmissionPolicy::max_depth`]).
+    max_depth: AtomicU32,
+}
+
+impl SubmissionPolicy {
+    /// A policy with `min_stack` bytes of stack margin and `max_depth` as `nowait_max_depth`.
+    pub(crate) fn new(min_stack: usize, max_depth: u32) -> Self {
+        Self {
+            steering: WriteSteering::new(),
+            min_stack,
+            max_depth: AtomicU32::new(max_depth),
+        }
+    }
+
+    /// The queue depth from which on a single submitter's direct I/O goes to the worker. When
+    /// the task that starts a request also started the 32 before it on its hardware queue and
+    /// at least this many requests are in flight there, or at least this many and
+    /// [`SHARED_QUEUE_DEPTH`] are in flight whichever tasks started them (see [`QueueLoad`]),
+    /// `queue_rq` hands the request to the queue's worker, which submits it on another CPU while
+    /// the submitters prepare their next requests (a two-stage pipeline: the throughput of a
+    /// deep queue); otherwise it submits the request itself (`IOCB_NOWAIT`: the latency of a
+    /// shallow queue). 0: the worker submits every request.
+    pub(crate) fn max_depth(&self) -> u32 {
+        self.max_depth.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`SubmissionPolicy::max_depth`]; takes effect for the next request.
+    pub(crate) fn set_max_depth(&self, depth: u32) {
+        self.max_depth.store(depth, Ordering::Relaxed);
+    }
+
+    /// Where `queue_rq` sends a started request: [`Route::Inline`] (only with `io`, the bound
+    /// device's data path) or the worker. Counts the request on its hardware queue's `load`
+    /// first, whatever the route ([`SubmissionPolicy::ended`] counts its end).
+    ///
+    /// `queue_rq` must not submit a request itself when: the device is not in direct-I/O mode
+    /// or the file cannot do non-blocking I/O; the operation is not a read or write (flush,
+    /// discard and write-zeroes always go to the worker); the request is below the file's
+    /// direct-I/O alignment; it is better run by the worker on another CPU ([`QueueLoad`],
+    /// checked first among the guards: a request it sends to the worker counts as
+    /// `nowait_skip_depth` or `nowait_probes`, whatever else holds); the submitting task is
+    /// inside a file-system transaction (`journal_info` set: the backing file system would nest
+    /// its own); less than the stack margin remains (loop on a file system on another loop
+    /// device recurses through `queue_rq`); the loop queue has rq-qos policies (wbt may
+    /// throttle, i.e. sleep, inside the backing file's submission and deadlock against our own
+    /// queue); the current task is not in the issuer's blkcg (the backing I/O would be charged
+    /// to the wrong cgroup); it is a write to a regular file within a steering window
+    /// ([`WriteSteering`]: allocating writes keep returning `-EAGAIN`, and trying them first
+    /// only costs), or one that must first update the file's timestamps; a read that would
+    /// update atime; or the backing super block has no direct-I/O completion workqueue yet.
+    pub(crate) fn route<D: DiskOps>(
+        &self,
+        stats: &DevStats,
+        load: Option<&LoadTracker>,
+        queue: &Queue,
+        io: Option<&IoState>,
+        rq: &Request<D>,
+    ) -> Route {
+        let load = load.map_or(QueueLoad::default(), |l| {
+            l.request_started(self.max_depth())
+        });
+        match io {
+            Some(io) if self.nowait_allowed(stats, load, queue, io, rq) => Route::Inline,
+            _ => Route::WorkerBuffered,
+        }
+    }
+
+    fn nowait_allowed<D: DiskOps>(
+        &self,
+        stats: &DevStats,
+        load: QueueLoad,
+        queue: &Queue,
+        io: &IoState,
+        rq: &Request<D>,
+    ) -> bool {
+        if !io.direct_io || !io.nowait {
+            return false;
+        }
+        let skipped = |c: &core::sync::atomic::AtomicU64| {
+            c.fetch_add(1, Ordering::Relaxed);
+            false
+        };
+        match rq.op() {
+            ReqOp::Read => {}
+            ReqOp::Write if !io.read_only => {}
+            _ => return false,
+        }
+        if !io.dio_aligned(rq) {
+            // The worker does it buffered (counted there).
+            return false;
+        }
+        // The queue-load rule first: it needs no call into the kernel, and a request it sends
+        // to the worker (most of a deep queue) need not pass the guards below.
+        if load.pipeline {
+            return skipped(&stats.nowait_skip_depth);
+        }
+        if load.probe {
+            return skipped(&stats.nowait_probes);
+        }
+        if crate::sys::in_fs_transaction() {
+            return skipped(&stats.nowait_skip_journal);
+        }
+        if crate::sys::stack_remaining() < self.min_stack {
+            return skipped(&stats.nowait_skip_stack);
+        }
+        if queue.has_rq_qos() {
+            return skipped(&stats.nowait_skip_rqqos);
+        }
+        if !crate::sys::issued_here(rq) {
+            // Dispatched from another cgroup's context (a plug flush, a requeue from kblockd):
+            // the backing I/O must be charged to the issuer, which only the worker can do.
+            return skipped(&stats.nowait_skip_cgroup);
+        }
+        if io.backing_on_loop && crate::sys::plugged() {
+            // Loop on a filesystem on another loop device, dispatched from the flush of the
+            // submitter's plug: the backing filesystem's bios for the lower loop device would
+            // be added to that same plug while it is being flushed.
+            return skipped(&stats.nowait_skip_nested);
+        }
+        if crate::sys::submitter_is_loop_worker() {
+            // Loop on a filesystem on this device, dispatched by the upper device's worker,
+            // possibly inside that filesystem's transaction (lockdep, debug kernel: an XFS
+            // fallocate transaction, then the backing XFS's atime update in our NOWAIT read).
+            return skipped(&stats.nowait_skip_nested);
+        }
+        if rq.op() == ReqOp::Write && io.file_is_reg {
+            if self.steering.active() {
+                return skipped(&stats.nowait_skip_writes);
+            }
+            // The first write after a timestamp tick updates mtime/ctime, which XFS (without
+            // lazytime) refuses under NOWAIT: hand it to the worker rather than try in vain.
+            if io.file.cmtime_update_blocks() {
+                return skipped(&stats.nowait_skip_cmtime);
+            }
+        }
+        if rq.op() == ReqOp::Read && io.file_is_reg && io.file.atime_update_blocks() {
+            // `touch_atime` ignores NOWAIT: on XFS without lazytime (with it, the helper says
+            // no) the update is a transaction, which must not start in a submitter that may be
+            // inside its own (a user task holding an XFS transaction on a filesystem on this
+            // device reads metadata through `queue_rq`).
+            return skipped(&stats.nowait_skip_atime);
+        }
+        if io.file_is_reg && !io.file.has_dio_completion_wq() {
+            // The super block's first asynchronous direct I/O creates its completion
+            // workqueue (`wq_pool_mutex`, reclaim): not inside `queue_rq`'s SRCU read section,
+            // which a queue freeze + quiesce waits for (lockdep: srcu -> wq_pool_mutex ->
+            // fs_reclaim -> q_usage_counter). The worker's submission creates it.
+            return false;
+        }
+        true
+    }
+
+    /// Where the worker runs a request `queue_rq` gave it: direct I/O for the reads and writes
+    /// of a device in direct-I/O mode that meet the backing file's alignment (those that do
+    /// not are counted in `dio_fallbacks`), else buffered.
+    pub(crate) fn worker_route<D: DiskOps>(
+        &self,
+        stats: &DevStats,
+        io: &IoState,
+        rq: &Request<D>,
+    ) -> Route {
+        let is_write = rq.op() == ReqOp::Write;
+        let dio_rw = io.direct_io
+            && matches!(rq.op(), ReqOp::Read | ReqOp::Write)
+            && !(is_write && io.read_only);
+        if !dio_rw {
+            return Route::WorkerBuffered;
+        }
+        if io.dio_aligned(rq) {
+            Route::WorkerDirect
+        } else {
+            // Below the backing file's direct-I/O alignment: this one goes buffered.
+            stats.dio_fallbacks.fetch_add(1, Ordering::Relaxed);
+            Route::WorkerBuffered
+        }
+    }
+
+    /// The end of a NOWAIT submission, refused at once (`ret` `-EAGAIN`) or completed (`ret`
+    /// its result): a refusal goes to the worker, and refused writes in a row start a steering
+    /// window ([`WriteSteering`]).
+    pub(crate) fn nowait_end<D: DiskOps>(
+        &self,
+        stats: &DevStats,
+        rq: &Request<D>,
+        ret: isize,
+    ) -> NowaitEnd {
+        let is_write = rq.op() == ReqOp::Write;
+        if ret == EAGAIN {
+            stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+            if is_write {
+                self.steering.refused();
+            }
+            return NowaitEnd::Retry;
+        }
+        stats.nowait_completions.fetch_add(1, Ordering::Relaxed);
+        if is_write {
+            self.steering.accepted();
+        }
+        NowaitEnd::Done
+    }
+
+    /// A request of operation `op` queued to a worker.
+    pub(crate) fn queued(&self, op: ReqOp) {
+        if op == ReqOp::Write {
+            self.steering.queued();
+        }
+    }
+
+    /// A request of operation `op` that the worker has submitted (or failed) after
+    /// [`SubmissionPolicy::queued`]: a write in a blocking submission still counts as queued.
+    pub(crate) fn taken(&self, op: ReqOp) {
+        if op == ReqOp::Write {
+            self.steering.taken();
+        }
+    }
+
+    /// A request ends that [`SubmissionPolicy::route`] counted on `load`.
+    pub(crate) fn ended(&self, load: Option<&LoadTracker>) {
+        if let Some(load) = load {
+            load.request_ended();
+        }
+    }
+}
+
+/// `-EAGAIN`, as a kiocb's result.
+const EAGAIN: isize = -(kernel::bindings::EAGAIN as isize);
 
 /// Steers writes away from the NOWAIT path while the backing file keeps refusing them.
-pub(crate) struct WriteSteering {
+struct WriteSteering {
     /// Writes queued to the worker and not yet submitted by it.
     pending: AtomicU32,
     /// NOWAIT writes refused with `-EAGAIN` in a row (reset by one that goes through).
@@ -266,7 +430,7 @@ pub(crate) struct WriteSteering {
 
 impl WriteSteering {
     /// Not steering.
-    pub(crate) fn new() -> Self {
+    fn new() -> Self {
         Self {
             pending: AtomicU32::new(0),
             eagain_streak: AtomicU32::new(0),
@@ -276,7 +440,7 @@ impl WriteSteering {
 
     /// Whether writes currently go straight to the worker: for [`WRITE_STEER_NS`] after
     /// [`WRITE_STEER_STREAK`] NOWAIT writes were refused in a row, while the worker has writes.
-    pub(crate) fn active(&self) -> bool {
+    fn active(&self) -> bool {
         let until = self.until.load(Ordering::Relaxed);
         if until == 0 {
             return false;
@@ -289,7 +453,7 @@ impl WriteSteering {
     }
 
     /// Counts a NOWAIT write refused with `-EAGAIN`; enough in a row start a steering window.
-    pub(crate) fn refused(&self) {
+    fn refused(&self) {
         let streak = self.eagain_streak.fetch_add(1, Ordering::Relaxed) + 1;
         if streak >= WRITE_STEER_STREAK {
             self.eagain_streak.store(0, Ordering::Relaxed);
@@ -299,17 +463,17 @@ impl WriteSteering {
     }
 
     /// Counts a NOWAIT write that the backing file accepted.
-    pub(crate) fn accepted(&self) {
+    fn accepted(&self) {
         self.eagain_streak.store(0, Ordering::Relaxed);
     }
 
     /// Counts a write queued to the worker.
-    pub(crate) fn queued(&self) {
+    fn queued(&self) {
         self.pending.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a write the worker has submitted (or failed) that [`Self::queued`] counted.
-    pub(crate) fn taken(&self) {
+    fn taken(&self) {
         self.pending.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -331,7 +495,7 @@ mod tests {
     /// but for one probe in [`PROBE_INTERVAL`] requests in a row.
     #[test]
     fn waiting_task_stays_inline_but_for_probes() {
-        let t = LoadTracker::new();
+        let t = LoadTracker::new(0);
         let (mut pipeline, mut probes) = (0, 0);
         for _ in 0..(2 * PROBE_INTERVAL + 10) {
             let load = t.request_started(8);
@@ -347,12 +511,12 @@ mod tests {
     /// [`SHARED_QUEUE_DEPTH`] (or `max_depth`, if larger), and stays there.
     #[test]
     fn deep_queue_goes_to_worker() {
-        let t = LoadTracker::new();
+        let t = LoadTracker::new(0);
         for depth in 0..40 {
             let load = t.request_started(4);
             assert_eq!(load.pipeline, depth >= SHARED_QUEUE_DEPTH);
         }
-        let t = LoadTracker::new();
+        let t = LoadTracker::new(0);
         for depth in 0..40 {
             let load = t.request_started(24);
             assert_eq!(load.pipeline, depth >= 24);
@@ -362,7 +526,7 @@ mod tests {
     /// `nowait_max_depth` 0: the worker takes every request.
     #[test]
     fn max_depth_zero_sends_all_to_worker() {
-        let t = LoadTracker::new();
+        let t = LoadTracker::new(0);
         for _ in 0..10 {
             assert!(t.request_started(0).pipeline);
             t.request_ended();

@@ -5,9 +5,6 @@
  * - static inline functions: freeze protection around asynchronous writes (kiocb_*_write);
  * - fields of struct task_struct, whose layout as GCC builds it differs from what bindgen sees
  *   (journal_info, the stack base and the flags are only touched here);
- * - the layout of every other C structure whose fields the crate reads or writes, measured by
- *   the C compiler (rust_loop_c_layout), which the crate compares with bindgen's view before it
- *   registers anything (see rust_loop/layout.rs);
  * - a string module parameter (the kernel crate's parameters are integers and booleans).
  */
 #include <linux/blk-cgroup.h>
@@ -424,67 +421,6 @@ bool rust_loop_css_is_root(struct cgroup_subsys_state *css)
 #endif
 }
 
-#define SZ(t) sizeof(struct t)
-#define OFF(t, f) offsetof(struct t, f)
-
-/* Keep in the order of rust_loop/layout.rs. */
-const unsigned long rust_loop_c_layout[] = {
-	SZ(request), OFF(request, q), OFF(request, cmd_flags), OFF(request, __data_len),
-	OFF(request, __sector), OFF(request, bio), OFF(request, biotail),
-	SZ(bio), OFF(bio, bi_next), OFF(bio, bi_iter), OFF(bio, bi_io_vec), OFF(bio, bi_ioprio),
-	SZ(bio_vec), SZ(bvec_iter), OFF(bvec_iter, bi_size), OFF(bvec_iter, bi_idx),
-	OFF(bvec_iter, bi_offset),
-	SZ(request_queue), OFF(request_queue, queuedata), OFF(request_queue, limits),
-	OFF(request_queue, limits_lock), OFF(request_queue, rq_qos),
-	SZ(queue_limits), OFF(queue_limits, features), OFF(queue_limits, max_hw_sectors),
-	OFF(queue_limits, logical_block_size), OFF(queue_limits, physical_block_size),
-	OFF(queue_limits, io_min), OFF(queue_limits, dma_alignment),
-	OFF(queue_limits, max_segments), OFF(queue_limits, max_hw_discard_sectors),
-	OFF(queue_limits, max_write_zeroes_sectors), OFF(queue_limits, discard_granularity),
-	SZ(gendisk), OFF(gendisk, major), OFF(gendisk, first_minor), OFF(gendisk, minors),
-	OFF(gendisk, disk_name), OFF(gendisk, events), OFF(gendisk, event_flags),
-	OFF(gendisk, part0), OFF(gendisk, fops), OFF(gendisk, queue), OFF(gendisk, private_data),
-	OFF(gendisk, state), OFF(gendisk, open_mutex),
-	SZ(block_device), OFF(block_device, bd_dev), OFF(block_device, bd_disk),
-	OFF(block_device, bd_openers), OFF(block_device, bd_device),
-	SZ(device), OFF(device, kobj),
-	SZ(blk_mq_tag_set), OFF(blk_mq_tag_set, ops), OFF(blk_mq_tag_set, nr_hw_queues),
-	OFF(blk_mq_tag_set, queue_depth), OFF(blk_mq_tag_set, cmd_size),
-	OFF(blk_mq_tag_set, numa_node), OFF(blk_mq_tag_set, flags),
-	SZ(blk_mq_ops), SZ(block_device_operations), SZ(file_operations),
-	OFF(file_operations, read_iter), OFF(file_operations, write_iter),
-	OFF(file_operations, fsync), OFF(file_operations, fallocate),
-	SZ(kiocb), OFF(kiocb, ki_filp), OFF(kiocb, ki_pos), OFF(kiocb, ki_complete),
-	OFF(kiocb, ki_flags), OFF(kiocb, ki_ioprio),
-	SZ(iov_iter), OFF(iov_iter, iov_offset),
-	SZ(file), OFF(file, f_mode), OFF(file, f_op), OFF(file, f_mapping), OFF(file, f_flags),
-	OFF(file, f_path),
-	OFF(inode, i_mode), OFF(inode, i_sb), OFF(inode, i_rdev), OFF(inode, i_size),
-	OFF(address_space, host), OFF(address_space, gfp_mask),
-	OFF(super_block, s_blocksize), OFF(super_block, s_bdev),
-	SZ(kstat), OFF(kstat, result_mask), OFF(kstat, ino), OFF(kstat, dev), OFF(kstat, rdev),
-	OFF(kstat, size), OFF(kstat, dio_mem_align), OFF(kstat, dio_offset_align),
-	SZ(miscdevice), OFF(miscdevice, minor), OFF(miscdevice, name), OFF(miscdevice, fops),
-	SZ(device_attribute), SZ(attribute_group), OFF(attribute_group, name),
-	OFF(attribute_group, attrs),
-	SZ(kthread_work), OFF(kthread_work, node), OFF(kthread_work, func),
-	OFF(kthread_work, worker),
-};
-const unsigned int rust_loop_c_layout_len = ARRAY_SIZE(rust_loop_c_layout);
-
-#define VAL(v) ((__force unsigned long)(v))
-
-/* The constants the crate copies by hand; keep in the order of rust_loop/layout.rs. */
-const unsigned long rust_loop_c_consts[] = {
-	VAL(BLK_STS_OK), VAL(BLK_STS_NOTSUPP), VAL(BLK_STS_IOERR),
-	VAL(BLK_OPEN_WRITE), VAL(BLK_OPEN_EXCL), VAL(BLK_FEAT_WRITE_CACHE), VAL(SECTOR_SHIFT),
-	VAL(REQ_NOUNMAP),
-	VAL(FMODE_WRITE), VAL(FMODE_CAN_ODIRECT), VAL(FMODE_NOWAIT),
-	VAL(IOCB_NOWAIT), VAL(IOCB_DONTCACHE),
-	VAL(FALLOC_FL_KEEP_SIZE), VAL(FALLOC_FL_PUNCH_HOLE), VAL(FALLOC_FL_ZERO_RANGE),
-	VAL(FALLOC_FL_WRITE_ZEROES),
-};
-const unsigned int rust_loop_c_consts_len = ARRAY_SIZE(rust_loop_c_consts);
 
 /*
  * nowait_fs: the file systems on which queue_rq may submit direct I/O itself (IOCB_NOWAIT); the

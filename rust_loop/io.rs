@@ -18,9 +18,10 @@
 //! [`OwnedRequest`] that moves between these places: it is only ever in one of them.
 
 use crate::{
+    backing::IoState,
     cgroup_workers::CgroupWorkerUse,
-    device::{IoState, LoopDevice, LoopDisk, State},
-    dispatch::QueueLoad,
+    device::{LoopDevice, LoopDisk, State},
+    dispatch::{NowaitEnd, Route},
     sys::{
         BackingFile, BlkStatus, BlockDevice, Dir, DiskOps, IoCgroups, IovIter, KthreadWork,
         KthreadWorker, OwnedRequest, ReqOp, Request, RequestAio, RequestKiocb, RequestWork,
@@ -78,6 +79,7 @@ impl LoopCmd {
 }
 
 impl DiskOps for LoopDisk {
+    type Module = crate::LoopModule;
     type Data = LoopDevice;
     type Pdu = LoopCmd;
 
@@ -88,20 +90,33 @@ impl DiskOps for LoopDisk {
 
     fn queue_rq(dev: &LoopDevice, rq: LoopRq) {
         rq.start();
+        if dev.inject_drop_requests.load(Ordering::Relaxed) > 0 {
+            // Fault injection: dropped without an end, which ends it with an I/O error.
+            let left = &dev.inject_drop_requests;
+            if left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                drop(rq);
+                return;
+            }
+        }
         if dev.state() != State::Bound {
             rq.end(BlkStatus::IOERR);
             return;
         }
-        let load = dev.hw_queue_of(&rq).map_or(QueueLoad::default(), |q| {
-            q.request_started(dev.nowait_max_depth())
-        });
+        let route = dev.policy.route(
+            &dev.stats,
+            dev.hw_queue_of(&rq).map(|q| &q.load),
+            dev.disk.queue(),
+            dev.io_backing(&rq),
+            &rq,
+        );
         let rq = match dev.io_backing(&rq) {
-            Some(io) if crate::dispatch::nowait_allowed(dev, io, &rq, load) => {
-                match try_nowait(dev, io, rq) {
-                    Ok(()) => return,
-                    Err(rq) => rq,
-                }
-            }
+            Some(io) if route == Route::Inline => match try_nowait(dev, io, rq) {
+                Ok(()) => return,
+                Err(rq) => rq,
+            },
             _ => rq,
         };
         // `BLK_MQ_F_BLOCKING`: `queue_rq` may sleep.
@@ -149,12 +164,8 @@ pub(crate) fn try_nowait(dev: &LoopDevice, io: &IoState, rq: LoopRq) -> Result<(
     if undeferred.was_deferring() {
         dev.stats.nowait_undeferred.fetch_add(1, Ordering::Relaxed);
     }
-    let is_write = rq.op() == ReqOp::Write;
-    submit_dio(dev, io, rq, true).inspect_err(|_| {
-        dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
-        if is_write {
-            dev.steering.refused();
-        }
+    submit_dio(dev, io, rq, true).inspect_err(|rq| {
+        dev.policy.nowait_end(&dev.stats, rq, EAGAIN);
     })
 }
 
@@ -193,24 +204,13 @@ unsafe impl RequestAio for LoopDisk {
     /// late `-EAGAIN` of a `IOCB_NOWAIT` submission.
     fn aio_done(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
         dev.stats.backing_inflight.fetch_sub(1, Ordering::Relaxed);
-        let is_write = rq.op() == ReqOp::Write;
         let cmd = rq.pdu_mut();
         cmd.ret = ret;
-        if cmd.nowait {
-            cmd.nowait = false;
-            if ret == EAGAIN {
-                dev.stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
-                if is_write {
-                    dev.steering.refused();
-                }
-                // Possibly in interrupt context (`ki_complete`): no sleeping.
-                queue_to_worker(dev, rq, false);
-                return;
-            }
-            dev.stats.nowait_completions.fetch_add(1, Ordering::Relaxed);
-            if is_write {
-                dev.steering.accepted();
-            }
+        let nowait = core::mem::replace(&mut cmd.nowait, false);
+        if nowait && dev.policy.nowait_end(&dev.stats, &rq, ret) == NowaitEnd::Retry {
+            // Possibly in interrupt context (`ki_complete`): no sleeping.
+            queue_to_worker(dev, rq, false);
+            return;
         }
         finish(dev, rq);
     }
@@ -224,9 +224,7 @@ pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool)
         fail(dev, rq, EIO);
         return;
     };
-    if rq.op() == ReqOp::Write {
-        dev.steering.queued();
-    }
+    dev.policy.queued(rq.op());
     let cgroups = IoCgroups::of(&rq);
     // Starting a thread waits for kthreadd: not from memory reclaim, which may be waiting
     // for this very device.
@@ -259,36 +257,27 @@ unsafe impl RequestWork for LoopDisk {
         let _cgroups = rq.pdu_mut().cgroups.take().map(IoCgroups::enter);
         dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
         dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
-        let is_write = rq.op() == ReqOp::Write;
+        let op = rq.op();
         let Some(io) = dev.io_backing(&rq) else {
-            if is_write {
-                dev.steering.taken();
-            }
+            dev.policy.taken(op);
             fail(dev, rq, EIO);
             return;
         };
-        let dio_rw = io.direct_io
-            && matches!(rq.op(), ReqOp::Read | ReqOp::Write)
-            && !(is_write && io.read_only);
-        let direct = dio_rw && io.dio_aligned(&rq);
-        if dio_rw && !direct {
-            // Below the backing file's direct-I/O alignment: this one goes buffered.
-            dev.stats.dio_fallbacks.fetch_add(1, Ordering::Relaxed);
-        }
-        if direct {
-            // Blocking submission; its completion (or error) arrives through `aio_done`.
-            if let Err(rq) = submit_dio(dev, io, rq, false) {
-                fail(dev, rq, EAGAIN);
+        match dev.policy.worker_route(&dev.stats, io, &rq) {
+            Route::WorkerDirect => {
+                // Blocking submission; its completion (or error) arrives through `aio_done`.
+                if let Err(rq) = submit_dio(dev, io, rq, false) {
+                    fail(dev, rq, EAGAIN);
+                }
             }
-        } else {
-            let ret = execute(dev, io, &rq);
-            rq.pdu_mut().ret = ret;
-            finish(dev, rq);
+            _ => {
+                let ret = execute(dev, io, &rq);
+                rq.pdu_mut().ret = ret;
+                finish(dev, rq);
+            }
         }
-        if is_write {
-            // Pairs with `queue_to_worker`.
-            dev.steering.taken();
-        }
+        // Pairs with `queue_to_worker`.
+        dev.policy.taken(op);
     }
 }
 
@@ -461,9 +450,7 @@ pub(crate) fn end(dev: &LoopDevice, mut rq: LoopRq) {
         }
         BlkStatus::OK
     };
-    if let Some(q) = dev.hw_queue_of(&rq) {
-        q.request_ended();
-    }
+    dev.policy.ended(dev.hw_queue_of(&rq).map(|q| &q.load));
     // Before the request ends (the device, whose list holds the worker, may go once its last
     // request has ended). If this runs in that worker's batch, reaping the worker waits for
     // the batch to return.

@@ -66,8 +66,8 @@ counters! {
     /// NOWAIT skipped: a read that would first update the file's atime.
     nowait_skip_atime: AtomicU64,
     /// NOWAIT skipped: the submitter, or the submitters together, keep a deep queue on the
-    /// hardware queue (see [`crate::dispatch::QueueLoad`]), or
-    /// [`crate::device::LoopDevice::nowait_max_depth`] is 0.
+    /// hardware queue (see `dispatch::QueueLoad`), or the device's
+    /// `nowait_max_depth` is 0.
     nowait_skip_depth: AtomicU64,
     /// Requests handed to the worker to find out whether their task keeps submitting meanwhile.
     nowait_probes: AtomicU64,

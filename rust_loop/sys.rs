@@ -13,6 +13,7 @@ mod disk;
 mod file;
 mod iov;
 mod kiocb;
+mod layout;
 mod misc;
 mod module;
 mod queue;

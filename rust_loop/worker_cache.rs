@@ -34,6 +34,7 @@ kernel::sync::global_lock! {
     unsafe(uninit) static PARKED: Mutex<Parked> = Parked {
         workers: KVec::new(),
         reaper: None,
+        linger_ms: 0,
     };
 }
 
@@ -42,6 +43,8 @@ pub(crate) struct Parked {
     workers: KVec<ParkedWorker>,
     /// `None` before [`open`] and after [`close`]: nothing is parked then.
     reaper: Option<Arc<Reaper>>,
+    /// How long a parked thread waits for a binding (`worker_linger_ms`; 0: not parked).
+    linger_ms: u32,
 }
 
 /// The threads started so far, for the next one's name.
@@ -69,7 +72,6 @@ impl WorkItem for Reaper {
     type Pointer = Arc<Reaper>;
 
     fn run(this: Arc<Reaper>) {
-        let linger = i64::from(crate::worker_linger_ms()) * 1_000_000;
         loop {
             // One at a time, so that no thread is stopped under the lock (`kthread_stop` waits
             // for the thread's exit): at most `MAX_PARKED` rounds.
@@ -77,6 +79,7 @@ impl WorkItem for Reaper {
                 let mut parked = PARKED.lock();
                 let now = now_ns();
                 let live = parked.reaper.is_some();
+                let linger = i64::from(parked.linger_ms) * 1_000_000;
                 match parked
                     .workers
                     .iter()
@@ -107,7 +110,7 @@ impl WorkItem for Reaper {
 /// is queued already: it then runs earlier, and arms itself again for what remains.
 fn arm(reaper: Arc<Reaper>, ns: i64) {
     let ms = u32::try_from(ns.max(0) / 1_000_000 + 1).unwrap_or(u32::MAX);
-    crate::on_release_queue(move |queue| {
+    crate::release::on_release_queue(move |queue| {
         // `Err` when it is queued already: the queued run covers this thread too.
         let _ = queue.enqueue_delayed(reaper, msecs_to_jiffies(ms));
     });
@@ -134,9 +137,12 @@ pub(crate) unsafe fn init() {
     unsafe { PARKED.init() };
 }
 
-/// Starts parking threads, with `reaper` to stop them (after [`init`]).
-pub(crate) fn open(reaper: Arc<Reaper>) {
-    PARKED.lock().reaper = Some(reaper);
+/// Starts parking threads for `linger_ms` milliseconds (0: none are parked), with `reaper` to
+/// stop them (after [`init`]).
+pub(crate) fn open(reaper: Arc<Reaper>, linger_ms: u32) {
+    let mut parked = PARKED.lock();
+    parked.reaper = Some(reaper);
+    parked.linger_ms = linger_ms;
 }
 
 /// Stops every parked thread and the reaper; threads are no longer parked. Module exit calls it
@@ -174,13 +180,13 @@ pub(crate) fn take_or_start() -> Result<KthreadWorker> {
 /// Parks `worker`, the idle thread of a hardware queue of an unbound device, for the next
 /// binding; or stops it on the release queue when the cache is off, full or closed.
 pub(crate) fn park(worker: KthreadWorker) {
-    let linger = crate::worker_linger_ms();
-    let reaper = {
+    let (reaper, linger) = {
         let mut parked = PARKED.lock();
+        let linger = parked.linger_ms;
         let room = linger > 0 && parked.workers.len() < MAX_PARKED;
         let Some(reaper) = parked.reaper.as_ref().filter(|_| room).cloned() else {
             drop(parked);
-            crate::drop_later(worker);
+            crate::release::drop_later(worker);
             return;
         };
         let entry = ParkedWorker {
@@ -191,7 +197,7 @@ pub(crate) fn park(worker: KthreadWorker) {
         if parked.workers.push(entry, GFP_KERNEL).is_err() {
             return;
         }
-        reaper
+        (reaper, linger)
     };
     arm(reaper, i64::from(linger) * 1_000_000);
 }

@@ -30,7 +30,7 @@ fi
 srcs=(Kbuild rust_loop.rs)
 while IFS= read -r f; do srcs+=("$f"); done < <(
 	find rust_loop uapi -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) \
-		! -name loop_generated.rs | sort
+		! -name loop_generated.rs ! -name c_values_generated.rs | sort
 )
 for f in "${srcs[@]}"; do [ -f "$f" ] || die "missing source file $f"; done
 

@@ -42,7 +42,7 @@ SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible cir
 
 uname -r
 echo "kernel: $(cat /proc/version)"
-echo "command line: $(cat /proc/cmdline)"
+echo "command line: $(tr ' ' '\n' </proc/cmdline | grep -vE '^(virtme|init=|console=|earlyprintk=|nr_open=)' | xargs)"
 # Debug kernel: kmemleak suspects present before the first test are not the tests' doing.
 KMEMLEAK=0
 if python3 "$ROOT/tests/kmemleak.py" start | grep -q cleared; then KMEMLEAK=1; fi

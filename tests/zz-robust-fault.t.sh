@@ -274,3 +274,32 @@ autoclear_mounted() {
 }
 t_fault_autoclear_mount_o_loop() { autoclear_mounted mount-o-loop; }
 t_fault_autoclear_detach_mounted() { autoclear_mounted losetup; }
+
+# A request the driver drops without ending it (a driver bug, injected through
+# rust_loop/inject_drop_requests) still ends, with an I/O error (`OwnedRequest`'s drop), and the
+# kernel log says so; the device goes on working and detaches.
+t_fault_dropped_request_ends_with_eio() {
+	is_rust || skip "fault injection of rust_loop's own"
+	local dev knob out
+	load_rust_loop
+	trap cleanup_loops EXIT
+	mkimg "$T/img" 16M
+	fillimg "$T/img" 16
+	for dio in on off; do
+		dev=$(attach "$T/img" --direct-io=$dio)
+		knob=/sys/block/$(basename "$dev")/rust_loop/inject_drop_requests
+		assert_file "$knob" 0
+		echo 1 >"$knob"
+		if out=$(bounded 30 dd if="$dev" of=/dev/null bs=4k count=1 iflag=direct 2>&1); then
+			fail "dio=$dio: the read whose request was dropped succeeded"
+		fi
+		echo "$out" | grep -q "Input/output error" || fail "dio=$dio: dd failed otherwise: $out"
+		assert_file "$knob" 0
+		dmesg | grep -q "rust_loop: request dropped without an end" ||
+			fail "dio=$dio: no warning in the kernel log"
+		out=$(bounded 30 dd if="$dev" bs=64k count=16 iflag=direct status=none | sha256sum | cut -d' ' -f1)
+		assert_eq "$out" "$(head -c 1M "$T/img" | sha256sum | cut -d' ' -f1)" "dio=$dio: data read after the dropped request"
+		assert_fails sh -c "echo x >$knob"
+		detach "$dev"
+	done
+}

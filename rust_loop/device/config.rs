@@ -90,13 +90,9 @@ impl LoopDevice {
         let file = BackingFile::from_fd(config.fd)?;
         file.check_ops()?;
         let is_loop = loop_device_of(&file).is_some();
-        let module_ref = ModuleRef::get();
+        let module_ref = ModuleRef::get::<crate::LoopModule>();
         let claim = bdev.claim(mode)?;
-        let validate = if is_loop {
-            Some(crate::VALIDATE.lock())
-        } else {
-            None
-        };
+        let validate = if is_loop { Some(VALIDATE.lock()) } else { None };
         let mut cfg = self.cfg.lock();
 
         if self.state() != State::Unbound {
@@ -165,7 +161,7 @@ impl LoopDevice {
         self.set_state(State::Bound);
         // A bound device keeps the module loaded until it is cleared.
         cfg.module_ref = Some(module_ref);
-        if crate::part_shift() != 0 {
+        if self.part_shift != 0 {
             self.set_flags(self.flags() | FLAG_PARTSCAN);
         }
         let partscan = self.flags() & FLAG_PARTSCAN != 0;
@@ -208,11 +204,7 @@ impl LoopDevice {
 
     pub(super) fn change_fd_locked(&self, file: BackingFile) -> Result<bool> {
         let is_loop = loop_device_of(&file).is_some();
-        let validate = if is_loop {
-            Some(crate::VALIDATE.lock())
-        } else {
-            None
-        };
+        let validate = if is_loop { Some(VALIDATE.lock()) } else { None };
         let mut cfg = self.cfg.lock();
         if self.state() != State::Bound {
             return Err(ENXIO);
@@ -246,7 +238,7 @@ impl LoopDevice {
         drop(validate);
         // Let a concurrent validation that may still look at the old file finish first.
         if !is_loop {
-            drop(crate::VALIDATE.lock());
+            drop(VALIDATE.lock());
         }
         drop(old);
         Ok(partscan)

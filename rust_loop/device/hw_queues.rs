@@ -5,28 +5,13 @@
 
 use super::*;
 
-/// A hardware queue's worker thread and counter.
+/// A hardware queue's worker thread, and its requests as the submission policy counts them.
 pub(crate) struct HwQueue {
     /// Runs the commands of this hardware queue that `queue_rq` does not complete itself.
     pub(crate) worker: KthreadWorker,
-    /// Requests started on this hardware queue.
-    pub(crate) requests: AtomicU64,
-    /// The pattern of the requests in flight here, for the submission policy.
-    pub(super) load: LoadTracker,
-}
-
-impl HwQueue {
-    /// Counts a request started on this hardware queue and tells how it should run
-    /// ([`LoadTracker::request_started`]); `io::end` calls [`HwQueue::request_ended`].
-    pub(crate) fn request_started(&self, max_depth: u32) -> QueueLoad {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.load.request_started(max_depth)
-    }
-
-    /// Counts the end of a request counted by [`HwQueue::request_started`].
-    pub(crate) fn request_ended(&self) {
-        self.load.request_ended();
-    }
+    /// The requests started here and the pattern of those in flight
+    /// ([`crate::dispatch::SubmissionPolicy::route`]).
+    pub(crate) load: LoadTracker,
 }
 
 /// The device's hardware queues: empty while the device is unbound; one entry per hardware
@@ -45,8 +30,7 @@ impl HwQueues {
         for q in 0..count as usize {
             let queue = HwQueue {
                 worker: crate::worker_cache::take_or_start()?,
-                requests: AtomicU64::new(requests.get(q).copied().unwrap_or(0)),
-                load: LoadTracker::new(),
+                load: LoadTracker::new(requests.get(q).copied().unwrap_or(0)),
             };
             queues.push(queue, GFP_KERNEL)?;
         }

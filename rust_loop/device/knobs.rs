@@ -6,23 +6,6 @@
 use super::*;
 
 impl LoopDevice {
-    /// The queue depth from which on a single submitter's direct I/O goes to the worker. When
-    /// the task that starts a request also started the 32 before it on its hardware queue and
-    /// at least this many requests are in flight there, or at least this many and
-    /// [`crate::dispatch::SHARED_QUEUE_DEPTH`] are in flight whichever tasks started them (see [`QueueLoad`]),
-    /// `queue_rq` hands the request to the queue's worker, which submits it on another CPU while
-    /// the submitters prepare their next requests (a two-stage pipeline: the throughput of a
-    /// deep queue); otherwise it submits the request itself (`IOCB_NOWAIT`: the latency of a
-    /// shallow queue). 0: the worker submits every request.
-    pub(crate) fn nowait_max_depth(&self) -> u32 {
-        self.nowait_max_depth.load(Ordering::Relaxed)
-    }
-
-    /// Sets [`LoopDevice::nowait_max_depth`]; takes effect for the next request.
-    pub(crate) fn set_nowait_max_depth(&self, depth: u32) {
-        self.nowait_max_depth.store(depth, Ordering::Relaxed);
-    }
-
     /// Whether buffered backing I/O keeps the page cache free of the device's data
     /// (`IOCB_DONTCACHE`: read data is dropped once copied, written data once written back),
     /// so that it is cached once, in the device's own page cache, instead of twice. Applies in

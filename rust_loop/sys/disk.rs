@@ -23,21 +23,25 @@ use kernel::{
 use super::{BlkStatus, BlockDevice, OwnedRequest, Queue, Request};
 
 /// `blk_mode_t` bits (`include/linux/blkdev.h`).
-pub(crate) const BLK_OPEN_WRITE: u32 = 1 << 1;
+pub(crate) const BLK_OPEN_WRITE: u32 = super::layout::c::BLK_OPEN_WRITE as u32;
 /// `BLK_OPEN_EXCL`: the opener holds the device exclusively.
-pub(crate) const BLK_OPEN_EXCL: u32 = 1 << 2;
+pub(crate) const BLK_OPEN_EXCL: u32 = super::layout::c::BLK_OPEN_EXCL as u32;
 
 /// The callbacks of a blk-mq disk with full block-device operations.
 ///
 /// `Data` is the per-disk state: it is set as both the queue's `queuedata` and the gendisk's
 /// `private_data`; the disk keeps one reference, dropped in `free_disk`.
 pub(crate) trait DiskOps: Sized + 'static {
+    /// The module the disk's code belongs to (the `owner` of its block-device operations: an
+    /// open of the disk holds the module).
+    type Module: kernel::ModuleMetadata;
     /// Per-disk state.
     type Data: Send + Sync;
     /// Per-command data, placed after each `struct request`.
     type Pdu;
 
-    /// Initialises the PDU of a newly allocated request (once per tag).
+    /// Initialises the PDU of a newly allocated request (once per tag; the tag set drops it
+    /// when it frees the request).
     ///
     /// # Safety
     ///
@@ -123,6 +127,7 @@ impl<T: DiskOps> Disk<T> {
         queue_rq: Some(Self::queue_rq_callback),
         complete: Some(Self::complete_callback),
         init_request: Some(Self::init_request_callback),
+        exit_request: Some(Self::exit_request_callback),
         // SAFETY: All-zero is a valid `blk_mq_ops` (every callback absent).
         ..unsafe { core::mem::zeroed() }
     };
@@ -132,7 +137,7 @@ impl<T: DiskOps> Disk<T> {
         ioctl: Some(Self::ioctl_callback),
         compat_ioctl: Some(Self::compat_ioctl_callback),
         free_disk: Some(Self::free_disk_callback),
-        owner: <crate::LoopModule as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+        owner: <T::Module as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
         // SAFETY: All-zero is a valid `block_device_operations` (every callback absent).
         ..unsafe { core::mem::zeroed() }
     };
@@ -563,6 +568,22 @@ impl<T: DiskOps> Disk<T> {
         // SAFETY: `rq` is a new request; its PDU is `cmd_size` bytes of uninitialised memory.
         unsafe { T::init_pdu(super::request::pdu_of(rq).cast()) };
         0
+    }
+
+    /// `blk_mq_ops::exit_request`: drops the PDU that `init_request` made.
+    ///
+    /// # Safety
+    ///
+    /// Only blk-mq calls this, through [`Self::MQ_OPS`], once per request that
+    /// `init_request_callback` initialised, when the tag set frees it: no one uses the request.
+    unsafe extern "C" fn exit_request_callback(
+        _set: *mut bindings::blk_mq_tag_set,
+        rq: *mut bindings::request,
+        _hctx_idx: core::ffi::c_uint,
+    ) {
+        // SAFETY: The PDU was initialised by `init_request_callback` (`T::init_pdu`) and is
+        // unused from now on.
+        unsafe { core::ptr::drop_in_place(super::request::pdu_of(rq).cast::<T::Pdu>()) };
     }
 
     /// `block_device_operations::open`.

@@ -2,32 +2,33 @@
 
 //! [`BackingFile`]: the file or block device behind a loop device, and the I/O done on it.
 
+use super::layout::c;
 use crate::sys::{IovIter, SECTOR_SIZE};
 use core::ptr::NonNull;
 use kernel::{bindings, prelude::*};
 
-// `include/linux/fs.h`: typed macros that bindgen does not export (each copied value is checked
-// against the C header when the module loads, see rust_loop/layout.rs).
+// `include/linux/fs.h`: typed macros that bindgen does not export, with the C compiler's values
+// (`c_values.c`, see `layout.rs`).
 /// `FMODE_WRITE`: the file is open for writing.
-pub(crate) const FMODE_WRITE: u32 = 1 << 1;
+pub(crate) const FMODE_WRITE: u32 = c::FMODE_WRITE as u32;
 /// `FMODE_CAN_ODIRECT`: the file supports `O_DIRECT`.
-pub(crate) const FMODE_CAN_ODIRECT: u32 = 1 << 22;
+pub(crate) const FMODE_CAN_ODIRECT: u32 = c::FMODE_CAN_ODIRECT as u32;
 /// `FMODE_NOWAIT`: the file supports `IOCB_NOWAIT`.
-pub(crate) const FMODE_NOWAIT: u32 = 1 << 27;
+pub(crate) const FMODE_NOWAIT: u32 = c::FMODE_NOWAIT as u32;
 /// `IOCB_NOWAIT` (`RWF_NOWAIT`): fail with `-EAGAIN` rather than block.
-pub(crate) const IOCB_NOWAIT: u32 = 0x8;
+pub(crate) const IOCB_NOWAIT: u32 = c::IOCB_NOWAIT as u32;
 /// `IOCB_DONTCACHE` (`RWF_DONTCACHE`): drop the page cache of the range once done.
-pub(crate) const IOCB_DONTCACHE: u32 = 0x80;
+pub(crate) const IOCB_DONTCACHE: u32 = c::IOCB_DONTCACHE as u32;
 // `include/uapi/linux/falloc.h`.
 /// Keep the file size when allocating or punching.
-pub(crate) const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
+pub(crate) const FALLOC_FL_KEEP_SIZE: i32 = c::FALLOC_FL_KEEP_SIZE as i32;
 /// Deallocate a range.
-pub(crate) const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+pub(crate) const FALLOC_FL_PUNCH_HOLE: i32 = c::FALLOC_FL_PUNCH_HOLE as i32;
 /// Zero a range, keeping it allocated.
-pub(crate) const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+pub(crate) const FALLOC_FL_ZERO_RANGE: i32 = c::FALLOC_FL_ZERO_RANGE as i32;
 /// Zero a range by allocating written, zeroed blocks (the file system has the device below it
 /// zero them; `EOPNOTSUPP` where it cannot). Not combinable with `FALLOC_FL_KEEP_SIZE`.
-pub(crate) const FALLOC_FL_WRITE_ZEROES: i32 = 0x80;
+pub(crate) const FALLOC_FL_WRITE_ZEROES: i32 = c::FALLOC_FL_WRITE_ZEROES as i32;
 // `include/linux/stat.h`.
 const S_IFMT: u16 = bindings::S_IFMT as u16;
 const S_IFREG: u16 = bindings::S_IFREG as u16;

@@ -13,6 +13,8 @@ use kernel::{bindings, error::to_result, prelude::*, types::Opaque};
 
 /// What a fixed-minor misc device does.
 pub(crate) trait FixedMinorMisc: 'static {
+    /// The module the device's code belongs to (the `owner` of its file operations).
+    type Module: kernel::ModuleMetadata;
     /// The device's name (`/dev/<NAME>`).
     const NAME: &'static CStr;
     /// Its minor on the misc major.
@@ -41,7 +43,7 @@ unsafe impl<T: FixedMinorMisc> Sync for MiscRegistration<T> {}
 
 impl<T: FixedMinorMisc> MiscRegistration<T> {
     const FOPS: bindings::file_operations = bindings::file_operations {
-        owner: crate::this_module_const(),
+        owner: <T::Module as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
         open: Some(bindings::nonseekable_open),
         llseek: Some(bindings::noop_llseek),
         unlocked_ioctl: Some(Self::ioctl_callback),

@@ -7,28 +7,37 @@
 
 use kernel::{bindings, prelude::*};
 
-/// A reference on this module (a bound device holds one, so the module stays loaded).
+/// A reference on a module (a bound device holds one on its own, so the module stays loaded).
 ///
 /// # Invariants
 ///
-/// The value owns one reference on this module.
-pub(crate) struct ModuleRef(());
+/// The value owns one reference on the module `module` (null for built-in code, which needs
+/// none: `__module_get` and `module_put` accept it).
+pub(crate) struct ModuleRef {
+    module: *mut bindings::module,
+}
+
+// SAFETY: A module reference may be dropped on any thread.
+unsafe impl Send for ModuleRef {}
+// SAFETY: No `&self` method.
+unsafe impl Sync for ModuleRef {}
 
 impl ModuleRef {
-    /// Takes a reference. The caller runs inside one of the module's callbacks (the module
-    /// is live).
-    pub(crate) fn get() -> Self {
+    /// Takes a reference on the module `M`. The caller runs inside one of its callbacks (the
+    /// module is live).
+    pub(crate) fn get<M: kernel::ModuleMetadata>() -> Self {
+        let module = M::THIS_MODULE.as_ptr();
         // SAFETY: The module is live while its code runs.
-        unsafe { bindings::__module_get(crate::this_module()) };
+        unsafe { bindings::__module_get(module) };
         // INVARIANT: taken just now.
-        Self(())
+        Self { module }
     }
 }
 
 impl Drop for ModuleRef {
     fn drop(&mut self) {
         // SAFETY: The reference is owned by this value (type invariant), dropped once.
-        unsafe { bindings::module_put(crate::this_module()) }
+        unsafe { bindings::module_put(self.module) }
     }
 }
 

@@ -9,7 +9,7 @@ use kernel::{bindings, error::to_result, prelude::*, types::Opaque};
 use super::TaskFlags;
 
 /// `BLK_FEAT_WRITE_CACHE`: the device has a volatile write cache (flushes are meaningful).
-pub(crate) const BLK_FEAT_WRITE_CACHE: u32 = 1 << 0;
+pub(crate) const BLK_FEAT_WRITE_CACHE: u32 = super::layout::c::BLK_FEAT_WRITE_CACHE as u32;
 
 /// The largest logical block size the kernel accepts (`BLK_MAX_BLOCK_SIZE`): 64 KiB on a kernel
 /// with transparent huge pages (as distribution kernels are), else the page size.

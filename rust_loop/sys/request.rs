@@ -6,18 +6,18 @@
 //! C header: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h).
 
 use super::{Dir, DiskOps, IovIter};
-use core::{marker::PhantomData, ops::Deref, ptr::NonNull};
+use core::{marker::PhantomData, mem::ManuallyDrop, ops::Deref, ptr::NonNull};
 use kernel::{bindings, types::Opaque};
 
 /// Bytes per sector, the unit of request positions.
-pub(crate) const SECTOR_SHIFT: u32 = 9;
+pub(crate) const SECTOR_SHIFT: u32 = super::layout::c::SECTOR_SHIFT as u32;
 /// One sector in bytes.
 pub(crate) const SECTOR_SIZE: u32 = 1 << SECTOR_SHIFT;
 
 // `include/linux/blk_types.h`: typed macros that bindgen does not export.
 const REQ_OP_MASK: u32 = (1 << bindings::REQ_OP_BITS) - 1;
 /// `REQ_NOUNMAP`: write-zeroes must not deallocate.
-pub(crate) const REQ_NOUNMAP: u32 = 1 << bindings::req_flag_bits___REQ_NOUNMAP;
+pub(crate) const REQ_NOUNMAP: u32 = super::layout::c::REQ_NOUNMAP as u32;
 
 /// Completion status of a request (`blk_status_t`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -25,11 +25,11 @@ pub(crate) struct BlkStatus(u8);
 
 impl BlkStatus {
     /// Success.
-    pub(crate) const OK: Self = Self(0);
+    pub(crate) const OK: Self = Self(super::layout::c::BLK_STS_OK as u8);
     /// `BLK_STS_NOTSUPP`.
-    pub(crate) const NOTSUPP: Self = Self(1);
+    pub(crate) const NOTSUPP: Self = Self(super::layout::c::BLK_STS_NOTSUPP as u8);
     /// `BLK_STS_IOERR`.
-    pub(crate) const IOERR: Self = Self(10);
+    pub(crate) const IOERR: Self = Self(super::layout::c::BLK_STS_IOERR as u8);
 
     /// The `blk_status_t` value.
     pub(crate) const fn as_raw(self) -> u8 {
@@ -177,7 +177,7 @@ impl<T: DiskOps> OwnedRequest<T> {
     /// Gives up the value, not the request: the caller keeps the ownership it stood for (in
     /// a work item or kiocb that [`OwnedRequest::from_raw`] takes it back from).
     pub(super) fn into_raw(self) -> NonNull<bindings::request> {
-        self.ptr
+        ManuallyDrop::new(self).ptr
     }
 
     /// The request's per-command data.
@@ -203,9 +203,10 @@ impl<T: DiskOps> OwnedRequest<T> {
     /// possibly later or on another CPU (for a single hardware queue: the BLOCK softirq, which
     /// from task context means a ksoftirqd wakeup).
     pub(crate) fn complete(self) {
+        let rq = self.into_raw();
         // SAFETY: By the type invariant the request is valid and owned by the driver, which
         // gives it up here (`self` is consumed) until `complete` hands it back.
-        unsafe { bindings::blk_mq_complete_request(self.as_raw()) }
+        unsafe { bindings::blk_mq_complete_request(rq.as_ptr()) }
     }
 
     /// Whether [`OwnedRequest::complete_here`] may run now: in task context, with at least
@@ -221,17 +222,19 @@ impl<T: DiskOps> OwnedRequest<T> {
     /// [`OwnedRequest::may_complete_here`] allowed it, with no lock held that the callback or
     /// the bios' `end_io` take.
     pub(crate) fn complete_here(self, _here: CompleteHere) {
+        let rq = self.into_raw();
         // SAFETY: By the type invariant the request is valid and owned by the driver, which
         // gives it up (`self` is consumed) to the queue's own `complete` callback; the context
         // can run it (`_here`).
-        unsafe { rust_loop_complete_request_direct(self.as_raw().cast()) }
+        unsafe { rust_loop_complete_request_direct(rq.as_ptr().cast()) }
     }
 
     /// Ends the request with `status`, giving it back to blk-mq.
     pub(crate) fn end(self, status: BlkStatus) {
+        let rq = self.into_raw();
         // SAFETY: By the type invariant the request is valid and owned by the driver; `self`
         // is consumed, so nothing uses it afterwards.
-        unsafe { bindings::blk_mq_end_request(self.as_raw(), status.0) }
+        unsafe { bindings::blk_mq_end_request(rq.as_ptr(), status.0) }
     }
 
     /// Zeroes the request's data from byte `skip` to its end (what a short read left).
@@ -247,6 +250,17 @@ impl<T: DiskOps> OwnedRequest<T> {
             iter.zero(size - skip);
             skip = 0;
         }
+    }
+}
+
+/// A request dropped without an end (a driver bug: every path must end it or hand it on) is
+/// ended with an I/O error, so that its submitter does not wait for ever, with a warning.
+impl<T: DiskOps> Drop for OwnedRequest<T> {
+    fn drop(&mut self) {
+        kernel::pr_warn!("request dropped without an end: ended with an I/O error\n");
+        // SAFETY: By the type invariant the request is valid and owned by the driver; it is
+        // dropped, so nothing uses it afterwards.
+        unsafe { bindings::blk_mq_end_request(self.ptr.as_ptr(), BlkStatus::IOERR.0) }
     }
 }
 
@@ -363,7 +377,7 @@ impl Iterator for BvecIter<'_> {
 }
 
 /// The PDU of a request (`blk_mq_rq_to_pdu`, inline: the helper call costs more than the
-/// addition; `rust_loop/layout.rs` checks `struct request`'s size against C's at load).
+/// addition; `layout.rs` checks `struct request`'s size against C's at build time).
 ///
 /// # Safety
 ///

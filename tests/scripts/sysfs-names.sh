@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Host-side check that the README's table of /sys/block/loopN/rust_loop/ files lists exactly the
 # files the driver creates: the counters (declared once, in the `counters!` list of
-# rust_loop/stats.rs) and the knobs (KNOB_ATTRS in rust_loop/sysfs.rs).
+# rust_loop/stats.rs) and the knobs (KNOB_ATTRS in rust_loop/device/sysfs.rs).
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 # Counters: the field names inside `counters! { ... }`.
 awk '/^counters! \{/ { on = 1; next } on && /^\}/ { on = 0 } on' rust_loop/stats.rs |
 	sed -nE 's/^ +([a-z_]+): Atomic.*/\1/p' >"$tmp/counters"
 # Knobs: the names of the attributes in KNOB_ATTRS.
-awk '/^static KNOB_ATTRS/ { on = 1 } on && /^\];/ { on = 0 } on' rust_loop/sysfs.rs |
+awk '/^static KNOB_ATTRS/ { on = 1 } on && /^\];/ { on = 0 } on' rust_loop/device/sysfs.rs |
 	grep -oE 'c"[a-z_]+"' | sed -E 's/c"(.*)"/\1/' >"$tmp/knobs"
 sort -u "$tmp/counters" "$tmp/knobs" >"$tmp/driver"
 # README: the first column of the table under "### Counters".
@@ -16,7 +16,7 @@ awk '/^### Counters/ { on = 1; next } on && /^### / { on = 0 } on && /^\| `/' RE
 	cut -d'|' -f2 | grep -oE '`[a-z_]+`' | tr -d '`' | sort -u >"$tmp/readme"
 
 [ "$(wc -l <"$tmp/counters")" -ge 20 ] || fail "found only $(wc -l <"$tmp/counters") counters in rust_loop/stats.rs"
-[ "$(wc -l <"$tmp/knobs")" -ge 3 ] || fail "found only $(wc -l <"$tmp/knobs") knobs in rust_loop/sysfs.rs"
+[ "$(wc -l <"$tmp/knobs")" -ge 3 ] || fail "found only $(wc -l <"$tmp/knobs") knobs in rust_loop/device/sysfs.rs"
 missing=$(comm -23 "$tmp/driver" "$tmp/readme" | xargs)
 extra=$(comm -13 "$tmp/driver" "$tmp/readme" | xargs)
 [ -z "$missing" ] || fail "README's counters table lacks: $missing"

@@ -76,15 +76,15 @@ fn list<T: core::fmt::Display>(page: &mut Page<'_>, values: &mut dyn Iterator<It
     page.write_str("\n").map_err(|_| EINVAL)
 }
 
-static KNOB_ATTRS: [Attr; 6] = [
+static KNOB_ATTRS: [Attr; 7] = [
     // The in-flight depth from which a single task's direct I/O goes to the worker (and every
     // task's from 16 on, or from N if larger); any time, the next request sees it. EINVAL
     // unless a `u32`.
     Attr::rw(
         c"nowait_max_depth",
-        |lo, _, page| line(page, lo.nowait_max_depth()),
+        |lo, _, page| line(page, lo.policy.max_depth()),
         |lo, s| {
-            lo.set_nowait_max_depth(parse_u32(s)?);
+            lo.policy.set_max_depth(parse_u32(s)?);
             Ok(())
         },
     ),
@@ -99,6 +99,18 @@ static KNOB_ATTRS: [Attr; 6] = [
     Attr::ro(c"hw_queue_requests", |lo, _, page| {
         lo.hw_queue_requests(|counts| list(page, counts))
     }),
+    // Fault injection: `queue_rq` drops the next N requests without ending them (a driver bug
+    // on purpose); each still ends, with an I/O error, and the kernel log says so. Reads the
+    // number left. EINVAL unless a `u32`.
+    Attr::rw(
+        c"inject_drop_requests",
+        |lo, _, page| line(page, lo.inject_drop_requests.load(Ordering::Relaxed)),
+        |lo, s| {
+            lo.inject_drop_requests
+                .store(parse_u32(s)?, Ordering::Relaxed);
+            Ok(())
+        },
+    ),
     // The process IDs of the hardware queues' worker threads (`rust_loop/K`), space-separated
     // in queue order; empty while unbound.
     Attr::ro(c"worker_pids", |lo, _, page| {
@@ -122,7 +134,7 @@ fn parse_u32(s: &str) -> Result<u32> {
     s.parse::<u32>().map_err(|_| EINVAL)
 }
 
-static RUST_LOOP_PTRS: AttrPtrs<LoopDisk, { N_COUNTERS + 6 + 1 }> =
+static RUST_LOOP_PTRS: AttrPtrs<LoopDisk, { N_COUNTERS + KNOB_ATTRS.len() + 1 }> =
     AttrPtrs::new(&[&COUNTER_ATTRS, &KNOB_ATTRS]);
 
 /// `rust_loop/`: the counters and the knobs.
