@@ -6,11 +6,9 @@
 //! `losetup` through the loop ioctl ABI. This file owns the module: its parameters, the table of
 //! devices (`loop_index_idr`) and the global locks; each concern lives in `rust_loop/`.
 
-// The driver's modules are the files of `rust_loop/`, an ordinary module tree below this one
-// `#[path]` (`sys/` is the safe layer over `kernel::bindings`, the others the driver on it);
-// they are named from the crate root, as `crate::device`, `crate::sys`.
-#[path = "rust_loop"]
-mod modules {
+/// The driver: the files of `rust_loop/`, an ordinary module tree (`sys/` is the safe layer over
+/// `kernel::bindings`; the others are the driver on it, and name each other as `super::`).
+mod rust_loop {
     pub(crate) mod backing;
     pub(crate) mod cgroup_workers;
     pub(crate) mod control;
@@ -27,7 +25,7 @@ mod modules {
 }
 mod uapi;
 
-use modules::*;
+use rust_loop::*;
 
 use device::DeviceSettings;
 use kernel::{bindings, prelude::*};

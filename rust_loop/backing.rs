@@ -3,10 +3,10 @@
 //! [`IoState`]: what the data path knows of a bound device's backing file, read by its requests
 //! without a lock.
 
-use crate::sys::{BackingFile, DiskOps, Request};
+use super::sys::{BackingFile, DiskOps, Request};
 
 /// What the data path needs of a bound device. Replaced only while no request reads it
-/// ([`crate::sys::DataPathIdle`]): `queue_rq` reads it only after it has found the device
+/// ([`super::sys::DataPathIdle`]): `queue_rq` reads it only after it has found the device
 /// bound, which the device publishes with release ordering after the cells are written.
 pub(crate) struct IoState {
     /// The backing file.

@@ -3,7 +3,7 @@
 //! The per-blkcg worker threads of a device (loop.c's `struct loop_worker`), bounded by the
 //! `max_cgroup_workers` module parameter.
 
-use crate::sys::{now_ns, Blkcg, IoCgroups, KthreadWorker};
+use super::sys::{now_ns, Blkcg, IoCgroups, KthreadWorker};
 use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use kernel::{
     prelude::*,

@@ -2,10 +2,8 @@
 
 //! `/dev/loop-control` (misc minor 237): `LOOP_CTL_ADD`, `LOOP_CTL_REMOVE`, `LOOP_CTL_GET_FREE`.
 
-use crate::{
-    sys::{FixedMinorMisc, MiscRegistration},
-    uapi,
-};
+use super::sys::{FixedMinorMisc, MiscRegistration};
+use crate::uapi;
 use kernel::{bindings, prelude::*};
 
 /// The loop-control device.
@@ -24,9 +22,9 @@ impl FixedMinorMisc for LoopControl {
         // refused (REMOVE).
         let index = parm as i32;
         let n = match cmd {
-            uapi::LOOP_CTL_ADD => crate::devices::add_device(index),
-            uapi::LOOP_CTL_REMOVE => crate::devices::remove_device(index),
-            uapi::LOOP_CTL_GET_FREE => crate::devices::get_free_device(),
+            uapi::LOOP_CTL_ADD => super::devices::add_device(index),
+            uapi::LOOP_CTL_REMOVE => super::devices::remove_device(index),
+            uapi::LOOP_CTL_GET_FREE => super::devices::get_free_device(),
             _ => Err(ENOSYS),
         }?;
         Ok(n as isize)

@@ -20,7 +20,7 @@ use limits::{MAX_HW_SECTORS, MAX_SEGMENTS};
 use partscan::PartTableStamp;
 pub(crate) use settings::DeviceSettings;
 
-use crate::{
+use super::{
     backing::IoState,
     cgroup_workers::CgroupWorkers,
     dispatch::{LoadTracker, SubmissionPolicy},
@@ -30,8 +30,8 @@ use crate::{
         DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE,
         BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },
-    uapi::{self, loop_config, loop_info64},
 };
+use crate::uapi::{self, loop_config, loop_info64};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use kernel::{
     bindings,
@@ -110,7 +110,7 @@ pub(crate) fn loop_device_of(file: &BackingFile) -> Option<Arc<LoopDevice>> {
     unsafe { Disk::<LoopDisk>::data_of_node(file, bindings::LOOP_MAJOR) }
 }
 
-/// The [`DiskOps`](crate::sys::DiskOps) of a loop device: its request path is in `io.rs`.
+/// The [`DiskOps`](super::sys::DiskOps) of a loop device: its request path is in `io.rs`.
 pub(crate) struct LoopDisk;
 
 /// Configuration guarded by the device mutex (`lo_mutex`).
@@ -144,7 +144,7 @@ pub(crate) struct LoopDevice {
 
     /// Counters.
     pub(crate) stats: DevStats,
-    /// The submission policy ([`crate::dispatch`]).
+    /// The submission policy ([`super::dispatch`]).
     pub(crate) policy: SubmissionPolicy,
     /// `lo_mutex`: serialises reconfiguration.
     #[pin]
@@ -367,21 +367,21 @@ impl LoopDevice {
     /// The backing file cannot `fallocate` in `mode`: stop advertising what needs it
     /// (`loop_clear_limits`). Called from the worker, once per kind.
     pub(crate) fn disable_fallocate(&self, mode: i32) {
-        if mode & crate::sys::FALLOC_FL_PUNCH_HOLE != 0 {
+        if mode & super::sys::FALLOC_FL_PUNCH_HOLE != 0 {
             self.discard_on.store(false, Ordering::Relaxed);
         }
         // As loop.c, this updates the limits without freezing: the caller is a command in
         // flight, which a freeze would wait for.
         let _ = self.queue().update_limits(|lim| {
-            if mode & crate::sys::FALLOC_FL_ZERO_RANGE != 0 {
+            if mode & super::sys::FALLOC_FL_ZERO_RANGE != 0 {
                 lim.max_write_zeroes_sectors = 0;
             }
             // Write-zeroes with unmap are hole punches: both need them (and the block layer
             // wants the unmap limit 0 or equal to the write-zeroes one).
-            if mode & (crate::sys::FALLOC_FL_ZERO_RANGE | crate::sys::FALLOC_FL_PUNCH_HOLE) != 0 {
+            if mode & (super::sys::FALLOC_FL_ZERO_RANGE | super::sys::FALLOC_FL_PUNCH_HOLE) != 0 {
                 lim.max_hw_wzeroes_unmap_sectors = 0;
             }
-            if mode & crate::sys::FALLOC_FL_PUNCH_HOLE != 0 {
+            if mode & super::sys::FALLOC_FL_PUNCH_HOLE != 0 {
                 lim.max_hw_discard_sectors = 0;
                 lim.discard_granularity = 0;
             }
@@ -394,7 +394,7 @@ impl LoopDevice {
         // Fail closed: `queue_rq` calls only into the file systems `nowait_fs` names.
         let nowait = file
             .as_ref()
-            .is_some_and(|f| f.can_nowait() && crate::nowait_fs::allows(f.fs_type()));
+            .is_some_and(|f| f.can_nowait() && super::nowait_fs::allows(f.fs_type()));
         self.nowait_on
             .store(nowait && flags & FLAG_DIRECT_IO != 0, Ordering::Relaxed);
         self.dontcache_capable.store(

@@ -4,7 +4,7 @@
 //! `LOOP_CTL_GET_FREE`, creation on open of a missing `/dev/loopN` ([`probe`]), and removal of
 //! every device at module exit.
 
-use crate::device::{DeviceSettings, LoopDevice, State};
+use super::device::{DeviceSettings, LoopDevice, State};
 use core::sync::atomic::Ordering;
 use kernel::{bindings, prelude::*, sync::Arc};
 
@@ -125,7 +125,7 @@ pub(crate) fn remove_device(index: i32) -> Result<u32> {
     // Freeing the tag set and the disk waits for grace periods that the caller need not wait
     // for: that goes to the module's queue (or runs here, should the queue item not allocate).
     if let Some(release) = dev.remove() {
-        crate::release::drop_later(release);
+        super::release::drop_later(release);
     }
     {
         let mut devices = DEVICES.lock();

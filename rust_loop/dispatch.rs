@@ -36,7 +36,7 @@
 //! The submission itself (`io::try_nowait`) adds the last two guards: `PF_MEMALLOC_NOIO`
 //! and the task's deferred-bio list taken for its duration (`nowait_undeferred`).
 
-use crate::{
+use super::{
     backing::IoState,
     stats::DevStats,
     sys::{now_ns, DiskOps, Queue, ReqOp, Request},
@@ -123,7 +123,7 @@ impl LoadTracker {
         self.started.fetch_add(1, Ordering::Relaxed);
         let depth = self.inflight.fetch_add(1, Ordering::Relaxed);
         let shared_deep = max_depth == 0 || depth >= max_depth.max(SHARED_QUEUE_DEPTH);
-        let me = crate::sys::current_task_id();
+        let me = super::sys::current_task_id();
         if self.last_submitter.swap(me, Ordering::Relaxed) != me {
             self.streak.store(0, Ordering::Relaxed);
             self.pipeline_credit.store(0, Ordering::Relaxed);
@@ -290,27 +290,27 @@ impl SubmissionPolicy {
         if load.probe {
             return skipped(&stats.nowait_probes);
         }
-        if crate::sys::in_fs_transaction() {
+        if super::sys::in_fs_transaction() {
             return skipped(&stats.nowait_skip_journal);
         }
-        if crate::sys::stack_remaining() < self.min_stack {
+        if super::sys::stack_remaining() < self.min_stack {
             return skipped(&stats.nowait_skip_stack);
         }
         if queue.has_rq_qos() {
             return skipped(&stats.nowait_skip_rqqos);
         }
-        if !crate::sys::issued_here(rq) {
+        if !super::sys::issued_here(rq) {
             // Dispatched from another cgroup's context (a plug flush, a requeue from kblockd):
             // the backing I/O must be charged to the issuer, which only the worker can do.
             return skipped(&stats.nowait_skip_cgroup);
         }
-        if io.backing_on_loop && crate::sys::plugged() {
+        if io.backing_on_loop && super::sys::plugged() {
             // Loop on a filesystem on another loop device, dispatched from the flush of the
             // submitter's plug: the backing filesystem's bios for the lower loop device would
             // be added to that same plug while it is being flushed.
             return skipped(&stats.nowait_skip_nested);
         }
-        if crate::sys::submitter_is_loop_worker() {
+        if super::sys::submitter_is_loop_worker() {
             // Loop on a filesystem on this device, dispatched by the upper device's worker,
             // possibly inside that filesystem's transaction (lockdep, debug kernel: an XFS
             // fallocate transaction, then the backing XFS's atime update in our NOWAIT read).

@@ -13,11 +13,11 @@
 //! Direct-I/O mode: reads and writes become an `IOCB_DIRECT` kiocb on the backing file, built
 //! over the request's own pages ([`BackingFile::submit_request`]). `queue_rq` first submits it
 //! itself with `IOCB_NOWAIT` ([`try_nowait`]) when the submission policy says so
-//! ([`crate::dispatch`]); `-EAGAIN`, returned at once or to [`LoopDisk::aio_done`], hands the
+//! ([`super::dispatch`]); `-EAGAIN`, returned at once or to [`LoopDisk::aio_done`], hands the
 //! command to the worker, which submits it again without `IOCB_NOWAIT`. The request is an
 //! [`OwnedRequest`] that moves between these places: it is only ever in one of them.
 
-use crate::{
+use super::{
     backing::IoState,
     cgroup_workers::CgroupWorkerUse,
     device::{LoopDevice, LoopDisk, State},
@@ -136,7 +136,7 @@ impl DiskOps for LoopDisk {
     }
 
     fn ioctl(dev: &LoopDevice, bdev: &BlockDevice, mode: u32, cmd: u32, arg: usize) -> Result<i32> {
-        crate::ioctl::dispatch(dev, bdev, mode, cmd, arg).map(|()| 0)
+        super::ioctl::dispatch(dev, bdev, mode, cmd, arg).map(|()| 0)
     }
 
     fn compat_ioctl(
@@ -146,7 +146,7 @@ impl DiskOps for LoopDisk {
         cmd: u32,
         arg: usize,
     ) -> Result<i32> {
-        crate::ioctl::dispatch_compat(dev, bdev, mode, cmd, arg).map(|()| 0)
+        super::ioctl::dispatch_compat(dev, bdev, mode, cmd, arg).map(|()| 0)
     }
 }
 
@@ -156,11 +156,11 @@ pub(crate) fn try_nowait(dev: &LoopDevice, io: &IoState, rq: LoopRq) -> Result<(
     // As on the worker: the backing file system's allocations must not recurse into I/O.
     // `queue_rq` of a BLOCKING tag set runs inside the set's SRCU read section, which a
     // queue freeze + quiesce waits for (lockdep: srcu -> fs_reclaim -> q_usage_counter).
-    let _noio = crate::sys::TaskFlags::set(bindings::PF_MEMALLOC_NOIO);
+    let _noio = super::sys::TaskFlags::set(bindings::PF_MEMALLOC_NOIO);
     // The backing file's bios go out before `queue_rq` returns, never onto the list of a
     // submitter that may then sleep waiting for one of our tags (the deadlock of
     // docs/testing.md "Deadlocks").
-    let undeferred = crate::sys::UndeferredBios::new();
+    let undeferred = super::sys::UndeferredBios::new();
     if undeferred.was_deferring() {
         dev.stats.nowait_undeferred.fetch_add(1, Ordering::Relaxed);
     }
@@ -230,7 +230,7 @@ pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool)
     // for this very device.
     let claim = dev
         .cgroup_workers
-        .get(&cgroups, may_sleep && !crate::sys::in_reclaim());
+        .get(&cgroups, may_sleep && !super::sys::in_reclaim());
     let cmd = rq.pdu_mut();
     cmd.cgroups = Some(cgroups);
     cmd.cgroup_worker = claim;
@@ -252,7 +252,7 @@ unsafe impl RequestWork for LoopDisk {
         // Do not throttle the worker on the dirty pages it is cleaning, and do not recurse
         // into I/O from its allocations.
         let _task_flags =
-            crate::sys::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
+            super::sys::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
         // Charge the I/O and the page cache to the issuer, as if it had done them itself.
         let _cgroups = rq.pdu_mut().cgroups.take().map(IoCgroups::enter);
         dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);

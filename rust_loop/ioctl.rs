@@ -3,11 +3,11 @@
 //! The loop device ioctls (`lo_ioctl`, `lo_compat_ioctl`): argument copies, permission checks,
 //! the old `loop_info` and 32-bit `compat_loop_info` conversions, and dispatch to [`LoopDevice`].
 
-use crate::{
-    device::{LoopDevice, NAME_SIZE},
+use super::{
+    device::LoopDevice,
     sys::{BlockDevice, BLK_OPEN_WRITE},
-    uapi::{self, loop_config, loop_info, loop_info64},
 };
+use crate::uapi::{self, loop_config, loop_info, loop_info64, CompatLoopInfo};
 use core::mem::{offset_of, size_of};
 use kernel::{
     bindings,
@@ -33,7 +33,7 @@ fn write_user(arg: usize, bytes: &[u8]) -> Result {
 
 /// Reconfiguring ioctls need a writable open or `CAP_SYS_ADMIN`.
 fn check_writer(mode: u32) -> Result {
-    if mode & BLK_OPEN_WRITE != 0 || crate::sys::capable(bindings::CAP_SYS_ADMIN) {
+    if mode & BLK_OPEN_WRITE != 0 || super::sys::capable(bindings::CAP_SYS_ADMIN) {
         Ok(())
     } else {
         Err(EPERM)
@@ -167,31 +167,6 @@ fn put<const N: usize>(buf: &mut [u8], off: usize, v: [u8; N]) {
         dst.copy_from_slice(&v);
     }
 }
-
-/// `struct compat_loop_info`: `loop_info` as a 32-bit x86 process lays it out.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct CompatLoopInfo {
-    lo_number: i32,
-    lo_device: u16,
-    lo_inode: u32,
-    lo_rdevice: u16,
-    lo_offset: i32,
-    lo_encrypt_type: i32,
-    lo_encrypt_key_size: i32,
-    lo_flags: i32,
-    lo_name: [core::ffi::c_char; NAME_SIZE],
-    lo_encrypt_key: [u8; uapi::LO_KEY_SIZE as usize],
-    lo_init: [u32; 2],
-    reserved: [u8; 4],
-}
-
-// SAFETY: Integers and arrays of integers: every bit pattern is a valid value.
-unsafe impl FromBytes for CompatLoopInfo {}
-
-// The 32-bit layout, fixed by the ABI.
-const _: () = assert!(size_of::<CompatLoopInfo>() == 140);
-const _: () = assert!(core::mem::offset_of!(CompatLoopInfo, lo_name) == 32);
 
 /// `lo_compat_ioctl`.
 pub(crate) fn dispatch_compat(

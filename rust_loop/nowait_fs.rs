@@ -22,7 +22,7 @@ extern "C" {
 }
 
 /// Whether the `nowait_fs` parameter lets `queue_rq` submit to a file on file system `fs`
-/// (a [`crate::sys::BackingFile::fs_type`]).
+/// (a [`super::sys::BackingFile::fs_type`]).
 pub(crate) fn allows(fs: &CStr) -> bool {
     let mut buf = [0u8; LIST_LEN];
     // The helper takes the list's own spinlock, not the module's parameter lock (the caller

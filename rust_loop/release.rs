@@ -4,12 +4,12 @@
 //! nobody needs to wait for run there, off the caller's path ([`drop_later`]). Opened at load,
 //! drained and destroyed at module exit.
 
-use crate::sys::OwnedQueue;
+use super::sys::OwnedQueue;
 use kernel::prelude::*;
 
 kernel::sync::global_lock! {
     // SAFETY: Initialised by `init`, in `LoopModule::init`, before any device exists.
-    /// Where removed devices finish their teardown ([`crate::sys::DiskRelease`]) off the
+    /// Where removed devices finish their teardown ([`super::sys::DiskRelease`]) off the
     /// remover's path; drained and destroyed at module exit. `None` outside [`open`]..[`close`].
     unsafe(uninit) static RELEASES: Mutex<Option<OwnedQueue>> = None;
 }

@@ -40,7 +40,7 @@ counters! {
     /// Requests completed through `blk_mq_complete_request`.
     completions_deferred: AtomicU64,
     /// Requests ended by the batch of the worker that finished them
-    /// ([`crate::sys::CompletionBatch`]).
+    /// ([`super::sys::CompletionBatch`]).
     completions_batched: AtomicU64,
     /// Bytes read from the backing file.
     read_bytes: AtomicU64,
@@ -49,7 +49,7 @@ counters! {
     /// NOWAIT skipped: `current->journal_info` was set.
     nowait_skip_journal: AtomicU64,
     /// NOWAIT submissions made inside the submitter's `submit_bio`, whose backing bios were sent
-    /// at once instead of waiting on its `bio_list` ([`crate::sys::UndeferredBios`]).
+    /// at once instead of waiting on its `bio_list` ([`super::sys::UndeferredBios`]).
     nowait_undeferred: AtomicU64,
     /// NOWAIT skipped: not enough kernel stack left.
     nowait_skip_stack: AtomicU64,

@@ -15,7 +15,7 @@
 //! stopped `worker_linger_ms` (module parameter; 0: at unbinding) to twice that after parking,
 //! by the reaper, a delayed work item on the module's release queue.
 
-use crate::sys::{self, now_ns, KthreadWorker};
+use super::sys::{self, now_ns, KthreadWorker};
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::{
     prelude::*,
@@ -110,7 +110,7 @@ impl WorkItem for Reaper {
 /// is queued already: it then runs earlier, and arms itself again for what remains.
 fn arm(reaper: Arc<Reaper>, ns: i64) {
     let ms = u32::try_from(ns.max(0) / 1_000_000 + 1).unwrap_or(u32::MAX);
-    crate::release::on_release_queue(move |queue| {
+    super::release::on_release_queue(move |queue| {
         // `Err` when it is queued already: the queued run covers this thread too.
         let _ = queue.enqueue_delayed(reaper, msecs_to_jiffies(ms));
     });
@@ -186,7 +186,7 @@ pub(crate) fn park(worker: KthreadWorker) {
         let room = linger > 0 && parked.workers.len() < MAX_PARKED;
         let Some(reaper) = parked.reaper.as_ref().filter(|_| room).cloned() else {
             drop(parked);
-            crate::release::drop_later(worker);
+            super::release::drop_later(worker);
             return;
         };
         let entry = ParkedWorker {

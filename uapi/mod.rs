@@ -38,3 +38,28 @@ const _: () = {
     let i = size_of::<loop_info64>();
     assert!(i == 5 * 8 + 4 * 4 + 2 * LO_NAME_SIZE as usize + LO_KEY_SIZE as usize + 2 * 8);
 };
+
+/// `struct compat_loop_info`: `loop_info` as a 32-bit x86 process lays it out.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct CompatLoopInfo {
+    pub(crate) lo_number: i32,
+    pub(crate) lo_device: u16,
+    pub(crate) lo_inode: u32,
+    pub(crate) lo_rdevice: u16,
+    pub(crate) lo_offset: i32,
+    pub(crate) lo_encrypt_type: i32,
+    pub(crate) lo_encrypt_key_size: i32,
+    pub(crate) lo_flags: i32,
+    pub(crate) lo_name: [core::ffi::c_char; LO_NAME_SIZE as usize],
+    pub(crate) lo_encrypt_key: [u8; LO_KEY_SIZE as usize],
+    pub(crate) lo_init: [u32; 2],
+    pub(crate) reserved: [u8; 4],
+}
+
+// SAFETY: Integers and arrays of integers: every bit pattern is a valid value.
+unsafe impl kernel::transmute::FromBytes for CompatLoopInfo {}
+
+// The 32-bit layout, fixed by the ABI.
+const _: () = assert!(core::mem::size_of::<CompatLoopInfo>() == 140);
+const _: () = assert!(core::mem::offset_of!(CompatLoopInfo, lo_name) == 32);

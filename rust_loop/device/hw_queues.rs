@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A bound device's hardware queues: each one's worker thread, request counter and load
-//! ([`crate::dispatch::LoadTracker`]), in a [`DataPathCell`] that binding and unbinding replace.
+//! ([`super::super::dispatch::LoadTracker`]), in a [`DataPathCell`] that binding and unbinding replace.
 
 use super::*;
 
@@ -10,7 +10,7 @@ pub(crate) struct HwQueue {
     /// Runs the commands of this hardware queue that `queue_rq` does not complete itself.
     pub(crate) worker: KthreadWorker,
     /// The requests started here and the pattern of those in flight
-    /// ([`crate::dispatch::SubmissionPolicy::route`]).
+    /// ([`super::super::dispatch::SubmissionPolicy::route`]).
     pub(crate) load: LoadTracker,
 }
 
@@ -23,13 +23,13 @@ pub(super) struct HwQueues(pub(super) DataPathCell<KVec<HwQueue>>);
 impl HwQueues {
     /// Starts `count` (at least one) workers; queue K's request counter starts at
     /// `requests[K]` (0 past its end). Takes the threads that unbinding parked
-    /// ([`crate::worker_cache`]) where there are any. May sleep.
+    /// ([`super::super::worker_cache`]) where there are any. May sleep.
     pub(super) fn start(count: u32, requests: &[u64]) -> Result<KVec<HwQueue>> {
         let count = count.max(1);
         let mut queues = KVec::with_capacity(count as usize, GFP_KERNEL)?;
         for q in 0..count as usize {
             let queue = HwQueue {
-                worker: crate::worker_cache::take_or_start()?,
+                worker: super::super::worker_cache::take_or_start()?,
                 load: LoadTracker::new(requests.get(q).copied().unwrap_or(0)),
             };
             queues.push(queue, GFP_KERNEL)?;
@@ -37,11 +37,11 @@ impl HwQueues {
         Ok(queues)
     }
 
-    /// Parks the workers of `queues` for the next binding ([`crate::worker_cache`]), which
+    /// Parks the workers of `queues` for the next binding ([`super::super::worker_cache`]), which
     /// stops them if nobody takes them in time.
     pub(super) fn park(queues: KVec<HwQueue>) {
         for HwQueue { worker, .. } in queues {
-            crate::worker_cache::park(worker);
+            super::super::worker_cache::park(worker);
         }
     }
 

@@ -54,7 +54,7 @@ impl LoopDevice {
     /// `nr_hw_queues` module parameter): 1 to the number of online CPUs. Their workers start
     /// when the device is bound.
     pub(crate) fn set_nr_hw_queues(&self, count: u32) -> Result {
-        if count == 0 || count > crate::sys::online_cpus() {
+        if count == 0 || count > super::super::sys::online_cpus() {
             return Err(EINVAL);
         }
         {

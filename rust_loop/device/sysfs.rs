@@ -2,10 +2,10 @@
 
 //! `/sys/block/loopN/loop/{backing_file,offset,sizelimit,autoclear,partscan,dio}`, present while
 //! the device is bound (as loop.c's `loop_attribute_group`), and `/sys/block/loopN/rust_loop/`,
-//! present while the device exists: the counters of [`crate::stats`] (one file each, from
+//! present while the device exists: the counters of [`super::super::stats`] (one file each, from
 //! [`DevStats::COUNTERS`]) and the knobs.
 
-use crate::{
+use super::super::{
     device::{LoopDevice, LoopDisk, FLAG_AUTOCLEAR, FLAG_DIRECT_IO, FLAG_PARTSCAN},
     stats::DevStats,
     sys::{AttrGroup, AttrPtrs, DiskAttr, Page},

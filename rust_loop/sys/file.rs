@@ -3,7 +3,7 @@
 //! [`BackingFile`]: the file or block device behind a loop device, and the I/O done on it.
 
 use super::layout::c;
-use crate::sys::{IovIter, SECTOR_SIZE};
+use super::{IovIter, SECTOR_SIZE};
 use core::ptr::NonNull;
 use kernel::{bindings, prelude::*};
 
