@@ -397,8 +397,8 @@ fn huge_encode_dev(dev: u32) -> u64 {
 
 #[kernel::macros::kunit_tests(rust_loop_device)]
 mod tests {
-    use crate::rust_loop::sys::max_block_size;
     use super::*;
+    use crate::rust_loop::sys::max_block_size;
 
     /// `blk_validate_block_size`: a power of two from 512 to `BLK_MAX_BLOCK_SIZE` (at least the
     /// page size).
