@@ -105,14 +105,15 @@ impl DiskOps for LoopDisk {
             rq.end(BlkStatus::IOERR);
             return;
         }
+        let io = dev.io_backing(&rq);
         let route = dev.policy.route(
             &dev.stats,
             dev.hw_queue_of(&rq).map(|q| &q.load),
             dev.disk.queue(),
-            dev.io_backing(&rq),
+            io,
             &rq,
         );
-        let rq = match dev.io_backing(&rq) {
+        let rq = match io {
             Some(io) if route == Route::Inline => match try_nowait(dev, io, rq) {
                 Ok(()) => return,
                 Err(rq) => rq,
