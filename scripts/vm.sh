@@ -15,7 +15,10 @@
 #                      that has not started it by then is killed and booted again, up to
 #                      VM_BOOT_TRIES times in all (default 3). A TCG guest here has been seen to
 #                      hang silently at boot, in virtme-ng-init's "waiting for udev to settle"
-#                      (debug kernel with a --disk, while another debug VM ran).
+#                      (debug kernel with a --disk, while another debug VM ran). A guest that
+#                      stops before starting the command (a crash at boot, seen once in CI with
+#                      VM_DEBUG_ALLOC=1) is booted again the same way, with the kernel's console
+#                      shown (vng --verbose).
 #
 # The project directory is writable in the guest, so results written under it reach the host.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -69,8 +72,9 @@ on_exit() {
 trap on_exit EXIT
 cmd=$(printf '%q ' "$@")
 boot_timeout=${VM_BOOT_TIMEOUT:-300} tries=${VM_BOOT_TRIES:-3}
+verbose=()
 for ((try = 1; ; try++)); do
-	say "vm: booting $(basename "$boot") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem${VM_QEMU_OPTS:+, $VM_QEMU_OPTS})"
+	say "vm: booting $(basename "$boot") ($([ "${RUST_LOOP_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${VM_CPUS:-2} CPUs, $mem${VM_QEMU_OPTS:+, $VM_QEMU_OPTS}${verbose:+, kernel console shown})"
 	: >"$boot_file"
 	# Its own process group, so that a hung guest can be killed with everything vng started.
 	# vng's stdout and stderr each go through a `cat`: virtme-ng has QEMU open
@@ -79,24 +83,32 @@ for ((try = 1; ; try++)); do
 	# A pipe cannot be truncated. The cats are in the process group too (killed with it), and
 	# this bash waits for them, so the output is complete once it has exited and no cat outlives
 	# it. fd 3 carries vng's stdout past the pipe that takes its stderr.
-	setsid bash -c '{ vng "$@" 2>&1 >&3 3>&- | cat >&2 3>&-; } 3>&1 | cat' vng "${args[@]}" \
+	setsid bash -c '{ vng "$@" 2>&1 >&3 3>&- | cat >&2 3>&-; } 3>&1 | cat' vng "${args[@]}" "${verbose[@]}" \
 		--exec "echo up > $boot_file; $cmd; echo \$? > $status_file" </dev/null &
 	vng_pid=$!
 	for ((i = 0; i < boot_timeout; i++)); do
 		[ ! -s "$boot_file" ] && kill -0 "$vng_pid" 2>/dev/null || break
 		sleep 1
 	done
-	if [ -s "$boot_file" ] || ! kill -0 "$vng_pid" 2>/dev/null; then
+	if [ -s "$boot_file" ]; then
 		wait "$vng_pid" || true
 		vng_pid=
 		break
 	fi
-	kill -TERM -- "-$vng_pid" 2>/dev/null || true
+	if kill -0 "$vng_pid" 2>/dev/null; then
+		kill -TERM -- "-$vng_pid" 2>/dev/null || true
+		why="did not start the command within ${boot_timeout} s"
+	else
+		# The guest stopped before the command started: a panic at boot (panic=-1 reboots, and
+		# QEMU exits) or a QEMU that could not start. The quiet console showed nothing; the
+		# next boot shows the kernel's console, so that a second failure says why.
+		why="stopped before starting the command (a crash at boot or QEMU failing: see above)"
+		verbose=(--verbose)
+	fi
 	wait "$vng_pid" || true
 	vng_pid=
-	[ "$try" -lt "$tries" ] ||
-		die "vm: the guest did not start the command within ${boot_timeout} s, $tries times (VM_BOOT_TIMEOUT, VM_BOOT_TRIES)"
-	say "vm: the guest did not start the command within ${boot_timeout} s; killed, booting again (try $((try + 1)) of $tries)"
+	[ "$try" -lt "$tries" ] || die "vm: the guest $why, $tries times (VM_BOOT_TIMEOUT, VM_BOOT_TRIES)"
+	say "vm: the guest $why; booting again (try $((try + 1)) of $tries)"
 done
 status=$(cat "$status_file" 2>/dev/null)
 [ -n "$status" ] || die "vm: the guest did not report an exit status (boot failure or crash; see the console above)"

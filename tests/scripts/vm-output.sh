@@ -9,7 +9,8 @@
 # does the same stands in for virtme-ng here. Checks: what was printed before and after vm.sh is
 # still in the log, with > and with >>, and with stdout and stderr in separate files; the guest's
 # output is there too; vm.sh exits with the command's status; a guest that never starts the
-# command is killed with everything vng started (no process keeps the log open afterwards).
+# command is killed with everything vng started (no process keeps the log open afterwards); a
+# guest that stops at boot is booted again with the kernel's console shown.
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 # A kernel tree that passes check_kdir: with KDIR set, scripts/kernel.sh only checks it, and
@@ -28,7 +29,9 @@ cat >"$bin/vng" <<'EOF'
 #!/usr/bin/env python3
 # Stub vng: opens its stdout and stderr anew through /proc/self/fd with O_TRUNC, as QEMU does,
 # prints a console line, and runs the --exec command on them (in --cwd). STUB_VNG_HANG=1: a
-# guest hung at boot, which never starts the command.
+# guest hung at boot, which never starts the command. STUB_VNG_CRASH=FILE: a guest that stops at
+# boot without starting the command, while FILE does not exist (created by the crash);
+# STUB_VNG_CRASH=always: every time. With --verbose it prints the "kernel console" line.
 import os, subprocess, sys, time
 args = sys.argv[1:]
 cmd = args[args.index("--exec") + 1]
@@ -37,6 +40,14 @@ out, err = (os.open(f"/proc/self/fd/{n}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 os.write(err, b"stub-console: booting\n")
 if os.environ.get("STUB_VNG_HANG") == "1":
     time.sleep(600)
+if "--verbose" in args:
+    os.write(err, b"stub-console: kernel console\n")
+crash = os.environ.get("STUB_VNG_CRASH")
+if crash == "always" or (crash and not os.path.exists(crash)):
+    if crash != "always":
+        open(crash, "w").close()
+    os.write(err, b"stub-console: Kernel panic\n")
+    sys.exit(0)
 subprocess.call(["bash", "-c", cmd], stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd)
 os.write(err, b"stub-console: power off\n")
 EOF
@@ -118,6 +129,28 @@ fi
 expect "$log" BEFORE-out BEFORE-err AFTER-out AFTER-err
 grep -q 'did not start the command within 1 s, 2 times' "$log" || fail "no watchdog message in the log"
 no_nul "$log"
+no_holders "$log"
+
+echo "case 5: a guest that crashes at its first boot, then runs the command"
+log=$tmp/log5
+rc=0
+vm STUB_VNG_CRASH="$tmp/crashed" VM_BOOT_TRIES=2 -- 4 >"$log" 2>&1 || rc=$?
+status_is "$rc" 4
+expect "$log" BEFORE-out BEFORE-err guest-out guest-err AFTER-out AFTER-err "stub-console: kernel console"
+grep -q 'stopped before starting the command.*booting again (try 2 of 2)' "$log" ||
+	fail "no boot-again message in the log"
+[ "$(grep -c 'stub-console: kernel console' "$log")" = 1 ] || fail "the first boot showed the kernel console"
+no_nul "$log"
+
+echo "case 6: a guest that crashes at every boot"
+log=$tmp/log6
+rc=0
+vm STUB_VNG_CRASH=always VM_BOOT_TRIES=2 -- 0 >"$log" 2>&1 || rc=$?
+if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then
+	fail "vm.sh exited with $rc for a guest that crashed at every boot"
+fi
+grep -q 'stopped before starting the command (.*), 2 times' "$log" || fail "no crash message in the log"
+expect "$log" AFTER-out AFTER-err
 no_holders "$log"
 
 if [ "$failed" != 0 ]; then
