@@ -9,6 +9,7 @@
 #   make check-alloc     the robustness and data-path tests with the allocator's checks on at boot
 #   make bench           the benchmark (see BENCHMARKS.md; BENCH_CLOCK=icount: instruction-counted)
 #   make perfcheck       short instruction-counted bench; fails if rust_loop costs more than loop.c
+#   make split           instructions per I/O by thread class (submitters, workers, interrupts), icount
 #   make lifecycle       device create/bind/read/unbind/remove rates and idle cost, both drivers
 #   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/profile.sh)
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (docs/testing.md "fstests")
@@ -26,7 +27,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile lifecycle fstests fmt fmtcheck clippy deb toolchains
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile split lifecycle fstests fmt fmtcheck clippy deb toolchains
 
 all: modules
 
@@ -75,6 +76,9 @@ perfcheck:
 
 profile:
 	bash scripts/profile.sh
+
+split:
+	bash scripts/split.sh
 
 lifecycle:
 	bash scripts/lifecycle.sh

@@ -13,14 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-os.environ.setdefault("BENCH_BACKINGS", "nullb")
-os.environ.setdefault("BENCH_FILE_MB", "256")
-import importlib.util  # noqa: E402
-
-spec = importlib.util.spec_from_file_location(
-    "guest_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "guest-bench.py"))
-gb = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(gb)
+from guest_bench_nullb import gb  # noqa: E402
 
 DRIVER = os.environ["PROFILE_DRIVER"]
 MODE = os.environ["PROFILE_MODE"]

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Where an I/O's instructions run (make split): for each target (the raw file, loop.ko, rust_loop
+# under each submission policy), mode and workload, the instructions per I/O of the submitting
+# tasks, of the driver's worker threads (all, and the busiest one), of ksoftirqd,
+# and of everything else, in an instruction-counted guest (QEMU -icount shift=0,sleep=off) on one
+# vCPU, where a task's run time is the instructions it executed (two vCPUs run in turn under
+# icount: their run times are not). Feeds the many-core projection (scripts/cost-model.py,
+# BENCHMARKS.md "Many cores").
+#
+#   scripts/split.sh                                     (make split)
+#   SPLIT_TARGETS=loop,rust_loop SPLIT_MODES=dio SPLIT_WORKLOADS=rw-4k-qd16-12jobs scripts/split.sh
+#
+#   SPLIT_TARGETS    raw,loop,rust_loop,rust_loop_inline,rust_loop_worker (rust_loop_mq2 too)
+#   SPLIT_MODES      dio,buffered (buffered: loop and rust_loop; the policies differ in dio only)
+#   SPLIT_WORKLOADS  psync-randread-4k,randread-4k-qd32,randwrite-4k-qd32,rw-4k-qd16-12jobs
+#   SPLIT_RUNTIME    guest seconds measured per cell (default 2)
+#   SPLIT_CPUS       vCPUs (default 1; with more, samples are guest time, not instructions)
+#
+# Output: results/split/split.json (every cell: I/Os, instructions per I/O by thread class) and
+# split.md (the table), from each cell's snapshots (<cell>.json; scripts/split-report.py).
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$ROOT"
+[[ "${SPLIT_RUNTIME:-2}" =~ ^[1-9][0-9]*$ ]] || die "SPLIT_RUNTIME must be a number of seconds"
+[[ "${SPLIT_CPUS:-1}" =~ ^[1-9][0-9]*$ ]] || die "SPLIT_CPUS must be a number"
+
+if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ] && [ "${BENCH_NO_SETUP:-0}" != 1 ]; then
+	bash scripts/setup.sh
+fi
+bash scripts/kernel.sh >/dev/null
+make -s modules >&2 || die "module build failed"
+out=results/split
+rm -rf "$out" && mkdir -p "$out"
+say "split: ${SPLIT_CPUS:-1} vCPU(s), icount, ${SPLIT_RUNTIME:-2} s per cell"
+VM_CPUS=${SPLIT_CPUS:-1} VM_QEMU_OPTS="-icount shift=0,sleep=off" bash scripts/vm.sh -- env \
+	SPLIT_TARGETS="${SPLIT_TARGETS:-}" SPLIT_MODES="${SPLIT_MODES:-}" SPLIT_WORKLOADS="${SPLIT_WORKLOADS:-}" \
+	SPLIT_RUNTIME="${SPLIT_RUNTIME:-2}" SPLIT_OUT="$ROOT/$out" \
+	python3 scripts/guest-split.py || say "split: the guest reported failed cells (see above)"
+python3 scripts/split-report.py "$out" || die "split-report failed"
+cat "$out/split.md"

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Host-side test of scripts/split-report.py and scripts/cost-model.py (no VM):
+#
+#   bash tests/scripts/split-model.sh
+#
+# Two made-up cells (snapshots as scripts/guest-split.py writes them) with known run times: the
+# report must split them by thread class exactly (fio -> submit, rust_loop/K and a loop kworker
+# -> worker, ksoftirqd -> softirq, the measuring task left out) and give the busiest worker; the
+# model must pick the bound that the arithmetic says (one worker thread caps loop.c; per-CPU
+# queues lift it to the CPUs, then the device).
+source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
+
+d=$tmp/split
+mkdir -p "$d"
+"$py" - "$d" <<'EOF'
+import json, sys
+d = sys.argv[1]
+def cell(target, threads_before, threads_after, ios):
+    snap = lambda t, io, ns: {"monotonic_ns": ns, "uptime": 0, "ios": io,
+                              "cpu_jiffies": [0] * 10, "threads": t}
+    m = {"target": target, "mode": "dio", "workload": "rw-4k-qd16-12jobs", "cpus": 1,
+         "measuring_tid": "99", "hz": 100,
+         "before": snap(threads_before, 1000, 0), "after": snap(threads_after, 1000 + ios, 2 * 10**9)}
+    json.dump(m, open(f"{d}/{target}-dio-rw-4k-qd16-12jobs.json", "w"))
+# rust_loop: 1000 I/Os; fio 2 tasks 6M + 4M, workers 5M and 3M, ksoftirqd 1M, measuring 7M
+cell("rust_loop",
+     {"1": ["fio", 0], "2": ["fio", 0], "3": ["rust_loop/0", 0], "4": ["rust_loop/1", 0],
+      "5": ["ksoftirqd/0", 0], "99": ["python3", 0]},
+     {"1": ["fio", 6_000_000], "2": ["fio", 4_000_000], "3": ["rust_loop/0", 5_000_000],
+      "4": ["rust_loop/1", 3_000_000], "5": ["ksoftirqd/0", 1_000_000],
+      "6": ["kworker/0:1-events", 500_000], "99": ["python3", 7_000_000]}, 1000)
+# loop.c: fio 9M, its kworker 11M, 1000 I/Os
+cell("loop", {"1": ["fio", 0], "7": ["kworker/u4:2+loop0", 0]},
+     {"1": ["fio", 9_000_000], "7": ["kworker/u4:2+loop0", 11_000_000]}, 1000)
+# raw: fio 15M
+cell("raw", {"1": ["fio", 0]}, {"1": ["fio", 15_000_000]}, 1000)
+EOF
+"$py" scripts/split-report.py "$d" >/dev/null || fail "split-report.py failed"
+"$py" - "$d/split.json" <<'EOF' || fail "split-report.py's figures are wrong"
+import json, sys
+cells = {c["target"]: c for c in json.load(open(sys.argv[1]))["cells"]}
+r, l = cells["rust_loop"], cells["loop"]
+want = {"submit": 10000, "worker": 8000, "softirq": 1000, "other": 500}
+assert r["instr_per_io"] == want, r["instr_per_io"]
+assert r["busiest_worker_per_io"] == 5000 and r["worker_threads"] == 2, r
+assert r["total_per_io"] == 19500, r["total_per_io"]
+assert l["instr_per_io"]["worker"] == 11000 and l["instr_per_io"]["submit"] == 9000, l
+assert abs(r["busy_share"] - 19.5e6 / 2e9) < 1e-9, r["busy_share"]
+EOF
+grep -q "| dio | rw-4k-qd16-12jobs | rust_loop | 1,000 | 19,500 | 10,000 | 8,000 | 5,000 | 2 |" "$d/split.md" ||
+	fail "split.md lacks rust_loop's row: $(cat "$d/split.md")"
+
+# The model at R = 1e9/s, device 1M IOPS, 12 jobs:
+#  loop on 16 CPUs: workers 1 * 1e9 / 11000 = 90,909 (below CPUs 16e9/20000 = 800k)
+#  rust_loop (2 measured worker threads): 2 * 1e9 / 8000 = 250k (CPUs 16e9/19500 = 820k)
+#  rust_loop_percpu on 16 CPUs: 8 queues -> 1M by workers, CPUs 820,513 -> CPUs
+#  raw on 2 CPUs: CPUs 2e9/15000 = 133,333
+out=$("$py" scripts/cost-model.py "$d/split.json" --rate 1e9 --device 1e6 --cpus 2,16) ||
+	fail "cost-model.py failed"
+row16=$(grep -P '^dio\trw-4k-qd16-12jobs\t16\t' <<<"$out")
+row2=$(grep -P '^dio\trw-4k-qd16-12jobs\t2\t' <<<"$out")
+grep -q $'\t91k workers\t' <<<"$row16" || fail "loop on 16 CPUs: $row16"
+grep -q $'\t250k workers (2.75x loop' <<<"$row16" || fail "rust_loop on 16 CPUs: $row16"
+grep -q $'\t821k CPUs (9.03x loop' <<<"$row16" || fail "rust_loop_percpu on 16 CPUs: $row16"
+grep -q $'^dio\trw-4k-qd16-12jobs\t2\t133k CPUs\t' <<<"$row2" || fail "raw on 2 CPUs: $row2"
+
+if [ "$failed" != 0 ]; then
+	echo "$out"
+	exit 1
+fi
+echo "split-model: all cases passed"
