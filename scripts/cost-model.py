@@ -22,8 +22,9 @@ Costs are instructions per I/O from split.json (one vCPU, icount: exact), per de
   rust_loop_percpu  the default policy with a hardware queue per CPU: rust_loop's costs, W =
                   min(N, J, MAX_QUEUES) workers (max_queues: --max-queues, default 8)
 --check compares the 1- and 2-CPU projections with wall-clock runs (scripts/guest-bench.py's
-bench.json of VM_CPUS=1 and VM_CPUS=2 runs, given as ONE.json,TWO.json): R is fitted on the one-CPU
-run's raw cells, every other cell is a prediction; prints each error.
+bench.json of VM_CPUS=1 and VM_CPUS=2 runs, given as ONE.json,TWO.json): IOPS, with R fitted on
+the one-CPU run's raw cells, and the scaling (2 CPUs over 1, 2 hardware queues over 1), where R
+cancels out; prints each error (median over rounds, the rounds' spread in brackets).
 """
 
 import argparse
@@ -140,7 +141,26 @@ def check(c, paths, device, latency):
             errs.append(abs(e))
             print(f"{n} CPU {mode:8} {wl:18} {d:16} measured {med:8,.0f} ({lo:,.0f}-{hi:,.0f}) "
                   f"projected {p:8,.0f} ({why}) error {e:+.0%}")
-    print(f"median |error| {statistics.median(errs):.0%}, max {max(errs):.0%} over {len(errs)} cells")
+    print(f"IOPS: median |error| {statistics.median(errs):.0%}, max {max(errs):.0%} over {len(errs)} cells")
+    # Scaling, where R cancels: 2 CPUs over 1 CPU per design, and 2 queues over 1 on 2 CPUs.
+    serrs = []
+    pairs = [(f"{d} 2/1 CPUs", (1, m1, d), (2, m2, d)) for d in sorted({d for (_, _, d) in m1})]
+    pairs.append(("2/1 queues, 2 CPUs", (2, m2, "rust_loop"), (2, m2, "rust_loop_mq2")))
+    for label, (na, ma, da), (nb, mb, db) in pairs:
+        for wl in JOBS:
+            a, b = ma.get(("dio", wl, da)), mb.get(("dio", wl, db))
+            ka, kb = c.get(("dio", wl, names.get(da, da))), c.get(("dio", wl, names.get(db, db)))
+            if not (a and b and ka and kb):
+                continue
+            pa = project(ka, names.get(da, da), wl, na, rate, device, latency)[0]
+            pb = project(kb, names.get(db, db), wl, nb, rate, device, latency)[0]
+            meas = b[0] / a[0]
+            lo, hi = b[1] / a[2], b[2] / a[1]
+            e = (pb / pa) / meas - 1
+            serrs.append(abs(e))
+            print(f"scaling {label:26} {wl:18} measured {meas:5.2f} ({lo:.2f}-{hi:.2f}) projected {pb / pa:5.2f} error {e:+.0%}")
+    if serrs:
+        print(f"scaling: median |error| {statistics.median(serrs):.0%}, max {max(serrs):.0%} over {len(serrs)} pairs")
 
 
 def main():
