@@ -51,8 +51,8 @@ module! {
             description: "Queue depth for each hardware queue. Default: 128",
         },
         nr_hw_queues: u32 {
-            default: 1,
-            description: "Hardware queues per device, each with its own worker thread (1 to the number of online CPUs; per device: /sys/block/loopN/rust_loop/nr_hw_queues). Default: 1",
+            default: 0,
+            description: "Hardware queues per device, each with its own worker thread: 1 to the number of online CPUs, or 0 for one per online CPU up to 8 (per device: /sys/block/loopN/rust_loop/nr_hw_queues). Default: 0",
         },
         nowait_min_stack: u32 {
             default: 8192,
@@ -80,6 +80,13 @@ module! {
 /// Devices created at load time when `max_loop` is not given (`CONFIG_BLK_DEV_LOOP_MIN_COUNT`).
 const DEFAULT_MIN_COUNT: u32 = 8;
 
+/// Hardware queues of a device by default (`nr_hw_queues=0`): one per online CPU, at most this
+/// many. Each queue's worker is a serial stage; with one per device, tasks that keep deep queues
+/// on a many-CPU host are held to one thread's rate (loop.c's ceiling); 8 workers keep 12 deep
+/// submitters at a fast device's rate by the cost model (BENCHMARKS.md "Many cores"), while
+/// the threads and tags a device holds grow with the count.
+const DEFAULT_MAX_HW_QUEUES: u32 = 8;
+
 /// The module: `/dev/loop-control`, block major 7 and every loop device.
 struct LoopModule {
     control: Option<Pin<KBox<control::ControlDevice>>>,
@@ -105,19 +112,19 @@ impl kernel::Module for LoopModule {
         if max_loop > 0 && max_loop as u64 > 1u64 << (bindings::MINORBITS - shift) {
             return Err(EINVAL);
         }
-        let cpus = sys::online_cpus();
-        let queues = module_parameters::nr_hw_queues.value();
-        if queues == 0 || queues > cpus {
-            pr_info!(
-                "nr_hw_queues={} out of range, using {}\n",
-                queues,
-                queues.clamp(1, cpus)
-            );
-        }
+        let cpus = sys::online_cpus().max(1);
+        let queues = match module_parameters::nr_hw_queues.value() {
+            0 => cpus.min(DEFAULT_MAX_HW_QUEUES),
+            n if n > cpus => {
+                pr_info!("nr_hw_queues={} out of range, using {}\n", n, cpus);
+                cpus
+            }
+            n => n,
+        };
         let settings = DeviceSettings {
             part_shift: shift,
             queue_depth: depth as u32,
-            nr_hw_queues: queues.clamp(1, cpus.max(1)),
+            nr_hw_queues: queues,
             nowait_min_stack: module_parameters::nowait_min_stack.value() as usize,
             nowait_max_depth: module_parameters::nowait_max_depth.value(),
             dontcache: module_parameters::dontcache.value(),

@@ -272,8 +272,9 @@ class Loop:
         n = os.path.basename(dev)
         if self.name == "rust_loop":
             # Hardware queues and cache mode of the (unbound) device: per-device knobs, kept
-            # from one binding to the next, so set every time.
-            write(f"/sys/block/{n}/rust_loop/nr_hw_queues", str(self.queues or 1))
+            # from one binding to the next, so set every time. No count: the module's default,
+            # one per online CPU up to 8 (nr_hw_queues=0).
+            write(f"/sys/block/{n}/rust_loop/nr_hw_queues", str(self.queues or min(os.cpu_count() or 1, 8)))
             write(f"/sys/block/{n}/rust_loop/cache_mode",
                   "dontcache" if mode == "dontcache" else "normal")
         sh(["losetup", f"--direct-io={dio}", dev, file])
@@ -505,9 +506,9 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     result_path = os.path.join(OUT, "bench.json")
     notes = []
-    drivers = {"raw": Raw(), "loop": Loop("loop"), "rust_loop": Loop("rust_loop", 1),
+    drivers = {"raw": Raw(), "loop": Loop("loop"), "rust_loop": Loop("rust_loop"),
                "rust_loop_mq2": Loop("rust_loop", 2),
-               "rust_loop_b": Loop("rust_loop", 1, KO_B, "BENCH_B_PARAMS"), "ublk": Ublk()}
+               "rust_loop_b": Loop("rust_loop", None, KO_B, "BENCH_B_PARAMS"), "ublk": Ublk()}
     active = list(DRIVERS)
     if "ublk" in active and not (RUBLK and os.access(RUBLK, os.X_OK)):
         notes.append(f"ublk cells skipped: rublk not available ({RUBLK_NOTE or 'BENCH_RUBLK unset'})")

@@ -28,7 +28,7 @@ def main():
     if WL not in gb.WORKLOADS:
         sys.exit(f"unknown workload {WL}; one of {', '.join(gb.WORKLOADS)}")
     files = gb.setup_backings()
-    drv = {"raw": gb.Raw(), "loop": gb.Loop("loop"), "rust_loop": gb.Loop("rust_loop", 1),
+    drv = {"raw": gb.Raw(), "loop": gb.Loop("loop"), "rust_loop": gb.Loop("rust_loop"),
            "rust_loop_mq2": gb.Loop("rust_loop", 2)}[DRIVER]
     drv.load()
     dev, info = drv.attach(files["nullb"], MODE)

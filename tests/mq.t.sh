@@ -42,6 +42,13 @@ except OSError as e:
     sys.exit(1)' "$1" "$2"
 }
 
+# The default number of hardware queues: one per online CPU, at most 8.
+default_queues() {
+	local n
+	n=$(nproc)
+	echo $((n < 8 ? n : 8))
+}
+
 t_mq_param_sets_queues_and_workers() {
 	load_rust_loop nr_hw_queues=2 max_loop=2
 	assert_eq "$(hctx_count /dev/loop0)" 2 "hardware queues of loop0"
@@ -65,11 +72,15 @@ t_mq_param_sets_queues_and_workers() {
 	load_rust_loop nr_hw_queues=1000 max_loop=1
 	assert_sys /dev/loop0 rust_loop/nr_hw_queues "$(nproc)"
 	assert_eq "$(hctx_count /dev/loop0)" "$(nproc)" "hardware queues with nr_hw_queues=1000"
+	# 0, the default: one per online CPU, at most 8.
 	load_rust_loop nr_hw_queues=0 max_loop=1
-	assert_sys /dev/loop0 rust_loop/nr_hw_queues 1
+	assert_sys /dev/loop0 rust_loop/nr_hw_queues "$(default_queues)"
 	dev=$(attach "$T/img")
-	assert_workers 0 1 "worker threads with nr_hw_queues=0"
+	assert_workers 0 "$(default_queues)" "worker threads with nr_hw_queues=0"
 	detach "$dev"
+	load_rust_loop max_loop=1
+	assert_sys /dev/loop0 rust_loop/nr_hw_queues "$(default_queues)"
+	assert_eq "$(hctx_count /dev/loop0)" "$(default_queues)" "hardware queues by default"
 }
 
 # Unbinding parks the device's threads for worker_linger_ms: the next binding, of the same
@@ -133,7 +144,7 @@ t_mq_workers_kept_for_rebinding() {
 	# worker_linger_ms=0: stopped at unbinding.
 	load_rust_loop max_loop=1 worker_linger_ms=0
 	dev=$(attach "$T/img")
-	assert_workers 0 1 "worker threads with worker_linger_ms=0"
+	assert_workers 0 "$(default_queues)" "worker threads with worker_linger_ms=0"
 	detach "$dev"
 	assert_threads "" "worker threads after detaching with worker_linger_ms=0"
 }
