@@ -48,7 +48,7 @@ module! {
         },
         hw_queue_depth: i32 {
             default: 128,
-            description: "Queue depth for each hardware queue. Default: 128",
+            description: "Requests in flight per device, shared by its hardware queues. Default: 128",
         },
         nr_hw_queues: u32 {
             default: 0,
@@ -83,8 +83,9 @@ const DEFAULT_MIN_COUNT: u32 = 8;
 /// Hardware queues of a device by default (`nr_hw_queues=0`): one per online CPU, at most this
 /// many. Each queue's worker is a serial stage; with one per device, tasks that keep deep queues
 /// on a many-CPU host are held to one thread's rate (loop.c's ceiling); 8 workers keep 12 deep
-/// submitters at a fast device's rate by the cost model (BENCHMARKS.md "Many cores"), while
-/// the threads and tags a device holds grow with the count.
+/// submitters at a fast device's rate by the cost model (BENCHMARKS.md "Many cores"). The
+/// queues share one set of requests (`BLK_MQ_F_TAG_HCTX_SHARED`); the worker threads of a
+/// bound device grow with the count.
 const DEFAULT_MAX_HW_QUEUES: u32 = 8;
 
 /// The module: `/dev/loop-control`, block major 7 and every loop device.

@@ -204,10 +204,13 @@ impl LoopDevice {
                 minors: 1 << part_shift,
                 queue_depth: settings.queue_depth,
                 nr_hw_queues,
-                // BLOCKING: `queue_rq` may submit to the backing file itself.
+                // BLOCKING: `queue_rq` may submit to the backing file itself. TAG_HCTX_SHARED:
+                // the hardware queues share one set of `queue_depth` requests, so a device
+                // holds as many as with one queue, whatever the number of queues.
                 flags: bindings::BLK_MQ_F_STACKING
                     | bindings::BLK_MQ_F_NO_SCHED_BY_DEFAULT
-                    | bindings::BLK_MQ_F_BLOCKING,
+                    | bindings::BLK_MQ_F_BLOCKING
+                    | bindings::BLK_MQ_F_TAG_HCTX_SHARED,
                 max_hw_sectors: MAX_HW_SECTORS,
                 max_segments: MAX_SEGMENTS,
                 suppress_part_scan: part_shift == 0,

@@ -150,7 +150,7 @@ t_mq_workers_kept_for_rebinding() {
 }
 
 t_mq_sysfs_knob_on_unbound_device() {
-	load_rust_loop max_loop=1
+	load_rust_loop max_loop=1 nr_hw_queues=1
 	local q=/sys/block/loop0/rust_loop/nr_hw_queues
 	assert_file "$q" 1
 	echo 2 >"$q" || fail "setting 2 queues on an unbound device failed"
