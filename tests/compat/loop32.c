@@ -102,10 +102,16 @@ int main(int argc, char **argv)
 	CHECK(ioctl(dev, LOOP_CLR_FD, 0) == 0, "LOOP_CLR_FD");
 	/* The clear happens at the last close (as loop.c); udev may still hold the device. */
 	close(dev);
-	/* Up to 60 s for the other openers to go (udev is slow on a loaded TCG guest); the last
-	 * descriptor opened stays open for the checks below. */
+	/* Up to 60 s for the other openers to go (udev is slow on a loaded TCG guest; its last
+	 * close clears the device, and opens meanwhile get ENXIO); the last descriptor opened
+	 * stays open for the checks below. */
 	for (int i = 0;; i++) {
 		dev = open(argv[1], O_RDWR);
+		if (dev < 0 && errno == ENXIO && i < 600) {
+			/* Being cleared by the last closer (udev): open refuses, as loop.c's does. */
+			usleep(100000);
+			continue;
+		}
 		if (dev < 0) {
 			printf("FAIL: reopen %s (errno %d: %s)\n", argv[1], errno, strerror(errno));
 			exit(1);
