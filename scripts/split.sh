@@ -14,7 +14,8 @@
 #   SPLIT_MODES      dio,buffered (buffered: loop and rust_loop; the policies differ in dio only)
 #   SPLIT_WORKLOADS  psync-randread-4k,randread-4k-qd32,randwrite-4k-qd32,rw-4k-qd16-12jobs
 #   SPLIT_RUNTIME    guest seconds measured per cell (default 2)
-#   SPLIT_CPUS       vCPUs (default 1; with more, samples are guest time, not instructions)
+#   SPLIT_CPUS       vCPUs (default 1; with more, run times are guest time, not instructions)
+#   SPLIT_OUT_DIR    results directory (default results/split)
 #
 # Output: results/split/split.json (every cell: I/Os, instructions per I/O by thread class) and
 # split.md (the table), from each cell's snapshots (<cell>.json; scripts/split-report.py).
@@ -28,12 +29,12 @@ if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ] && [ "${BENCH_NO_SETUP:-0}" != 1 ]; 
 fi
 bash scripts/kernel.sh >/dev/null
 make -s modules >&2 || die "module build failed"
-out=results/split
+out=${SPLIT_OUT_DIR:-results/split}
 rm -rf "$out" && mkdir -p "$out"
 say "split: ${SPLIT_CPUS:-1} vCPU(s), icount, ${SPLIT_RUNTIME:-2} s per cell"
 VM_CPUS=${SPLIT_CPUS:-1} VM_QEMU_OPTS="-icount shift=0,sleep=off" bash scripts/vm.sh -- env \
 	SPLIT_TARGETS="${SPLIT_TARGETS:-}" SPLIT_MODES="${SPLIT_MODES:-}" SPLIT_WORKLOADS="${SPLIT_WORKLOADS:-}" \
-	SPLIT_RUNTIME="${SPLIT_RUNTIME:-2}" SPLIT_OUT="$ROOT/$out" \
+	SPLIT_RUNTIME="${SPLIT_RUNTIME:-2}" SPLIT_OUT="$(cd "$out" && pwd)" \
 	python3 scripts/guest-split.py || say "split: the guest reported failed cells (see above)"
 python3 scripts/split-report.py "$out" || die "split-report failed"
 cat "$out/split.md"
