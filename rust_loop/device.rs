@@ -279,8 +279,9 @@ impl LoopDevice {
         self.disk.queue()
     }
 
-    /// The hardware queue `rq` was dispatched on (present while the device is bound).
-    pub(crate) fn hw_queue_of(&self, rq: &Request<LoopDisk>) -> Option<&HwQueue> {
+    /// The hardware queue `rq` was dispatched on (present while the device is bound); the
+    /// borrow is the request's: the queues stay while it is in flight.
+    pub(crate) fn hw_queue_of<'r>(&'r self, rq: &'r Request<LoopDisk>) -> Option<&'r HwQueue> {
         // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
         unsafe { self.hw_queues.get(rq.hw_queue()) }
     }
@@ -341,8 +342,9 @@ impl LoopDevice {
 
     /// The data path's state, for `rq`, a request of this device in flight (lent by its
     /// owner) that `queue_rq` found the device bound for; `None` when unbound, or should `rq`
-    /// be another device's. The state stays valid while `rq` is in flight.
-    pub(crate) fn io_backing(&self, rq: &Request<LoopDisk>) -> Option<&IoState> {
+    /// be another device's. The borrow is the request's: the state stays while `rq` is in
+    /// flight.
+    pub(crate) fn io_backing<'r>(&'r self, rq: &'r Request<LoopDisk>) -> Option<&'r IoState> {
         if !self.disk.owns(rq) {
             return None;
         }

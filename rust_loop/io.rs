@@ -11,7 +11,7 @@
 //! then ends it ([`end`]), zero-filling whatever a short read did not cover.
 //!
 //! Direct-I/O mode: reads and writes become an `IOCB_DIRECT` kiocb on the backing file, built
-//! over the request's own pages ([`BackingFile::submit_request`]). `queue_rq` first submits it
+//! over the request's own pages ([`OwnedRequest::submit_dio`]). `queue_rq` first submits it
 //! itself with `IOCB_NOWAIT` ([`try_nowait`]) when the submission policy says so
 //! ([`super::dispatch`]); `-EAGAIN`, returned at once or to [`LoopDisk::aio_done`], hands the
 //! command to the worker, which submits it again without `IOCB_NOWAIT`. The request is an
@@ -23,9 +23,9 @@ use super::{
     device::{LoopDevice, LoopDisk, State},
     dispatch::{NowaitEnd, Route},
     sys::{
-        BackingFile, BlkStatus, BlockDevice, Dir, DiskOps, IoCgroups, IovIter, KthreadWork,
-        KthreadWorker, OwnedRequest, ReqOp, Request, RequestAio, RequestKiocb, RequestWork,
-        FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_WRITE_ZEROES, FALLOC_FL_ZERO_RANGE,
+        BackingFile, BlkStatus, BlockDevice, Dir, DiskOps, IoCgroups, IovIter, KthreadWorker,
+        OwnedRequest, ReqOp, Request, RequestAio, RequestWork, FALLOC_FL_KEEP_SIZE,
+        FALLOC_FL_PUNCH_HOLE, FALLOC_FL_WRITE_ZEROES, FALLOC_FL_ZERO_RANGE,
     },
 };
 use core::sync::atomic::Ordering;
@@ -40,12 +40,7 @@ const EOPNOTSUPP: isize = -(bindings::EOPNOTSUPP as isize);
 
 /// The per-request data (blk-mq PDU) of a loop device. Only the request's owner touches it
 /// ([`OwnedRequest::pdu_mut`]).
-#[repr(C)]
 pub(crate) struct LoopCmd {
-    /// Runs the command on a worker thread ([`RequestWork`]).
-    work: KthreadWork,
-    /// The direct-I/O kiocb ([`RequestAio`]).
-    kiocb: RequestKiocb,
     /// Result of the command: bytes transferred (reads and writes), 0, or a negative errno.
     ret: isize,
     /// The direct I/O in flight was submitted with `IOCB_NOWAIT` (from `queue_rq`).
@@ -58,34 +53,18 @@ pub(crate) struct LoopCmd {
     cgroup_worker: Option<CgroupWorkerUse>,
 }
 
-impl LoopCmd {
-    /// Initialises the PDU of a new request.
-    ///
-    /// # Safety
-    ///
-    /// `cmd` must be the PDU of a new request of a loop device, valid for writes and not in use.
-    pub(crate) unsafe fn init(cmd: *mut Self) {
-        // SAFETY: The caller guarantees `cmd` is a writable PDU of a `Disk<LoopDisk>`;
-        // `work` is not queued.
-        unsafe {
-            KthreadWork::init_request::<LoopDisk>(&raw mut (*cmd).work);
-            (&raw mut (*cmd).kiocb).write(RequestKiocb::new());
-            (&raw mut (*cmd).ret).write(0);
-            (&raw mut (*cmd).nowait).write(false);
-            (&raw mut (*cmd).cgroups).write(None);
-            (&raw mut (*cmd).cgroup_worker).write(None);
-        }
-    }
-}
-
 impl DiskOps for LoopDisk {
     type Module = crate::LoopModule;
     type Data = LoopDevice;
     type Pdu = LoopCmd;
 
-    unsafe fn init_pdu(pdu: *mut LoopCmd) {
-        // SAFETY: Forwarded from the caller.
-        unsafe { LoopCmd::init(pdu) }
+    fn new_pdu() -> LoopCmd {
+        LoopCmd {
+            ret: 0,
+            nowait: false,
+            cgroups: None,
+            cgroup_worker: None,
+        }
     }
 
     fn queue_rq(dev: &LoopDevice, rq: LoopRq) {
@@ -105,16 +84,15 @@ impl DiskOps for LoopDisk {
             rq.end(BlkStatus::IOERR);
             return;
         }
-        let io = dev.io_backing(&rq);
         let route = dev.policy.route(
             &dev.stats,
             dev.hw_queue_of(&rq).map(|q| &q.load),
             dev.disk.queue(),
-            io,
+            dev.io_backing(&rq),
             &rq,
         );
-        let rq = match io {
-            Some(io) if route == Route::Inline => match try_nowait(dev, io, rq) {
+        let rq = match route {
+            Route::Inline => match try_nowait(dev, rq) {
                 Ok(()) => return,
                 Err(rq) => rq,
             },
@@ -153,7 +131,7 @@ impl DiskOps for LoopDisk {
 
 /// Tries the `IOCB_NOWAIT` submission from `queue_rq`; `Err` gives the request back for the
 /// caller to queue to the worker.
-pub(crate) fn try_nowait(dev: &LoopDevice, io: &IoState, rq: LoopRq) -> Result<(), LoopRq> {
+pub(crate) fn try_nowait(dev: &LoopDevice, rq: LoopRq) -> Result<(), LoopRq> {
     // As on the worker: the backing file system's allocations must not recurse into I/O.
     // `queue_rq` of a BLOCKING tag set runs inside the set's SRCU read section, which a
     // queue freeze + quiesce waits for (lockdep: srcu -> fs_reclaim -> q_usage_counter).
@@ -165,29 +143,25 @@ pub(crate) fn try_nowait(dev: &LoopDevice, io: &IoState, rq: LoopRq) -> Result<(
     if undeferred.was_deferring() {
         dev.stats.nowait_undeferred.fetch_add(1, Ordering::Relaxed);
     }
-    submit_dio(dev, io, rq, true).inspect_err(|rq| {
+    submit_dio(dev, rq, true).inspect_err(|rq| {
         dev.policy.nowait_end(&dev.stats, rq, EAGAIN);
     })
 }
 
-/// Submits the request as one direct-I/O kiocb over its pages; `Err` (`nowait` only) gives
-/// it back, refused at once.
-fn submit_dio(dev: &LoopDevice, io: &IoState, mut rq: LoopRq, nowait: bool) -> Result<(), LoopRq> {
+/// Submits the request as one direct-I/O kiocb over its pages, to the backing file
+/// ([`LoopDisk::dio_target`]); `Err` (`nowait` only) gives it back, refused at once.
+fn submit_dio(dev: &LoopDevice, mut rq: LoopRq, nowait: bool) -> Result<(), LoopRq> {
     let dir = if rq.op() == ReqOp::Write {
         Dir::Write
     } else {
         Dir::Read
     };
-    let Some(pos) = rq.pos().checked_add(io.offset) else {
-        fail(dev, rq, EIO);
-        return Ok(());
-    };
     rq.pdu_mut().nowait = nowait;
     dev.stats.backing_inflight.fetch_add(1, Ordering::Relaxed);
     let submitted = if nowait {
-        io.file.submit_request_nowait(rq, dir, pos)
+        rq.submit_dio_nowait(dir)
     } else {
-        io.file.submit_request(rq, dir, pos);
+        rq.submit_dio(dir);
         Ok(())
     };
     // Refused: not in flight. Its `nowait` flag is set again by the next submission.
@@ -196,10 +170,16 @@ fn submit_dio(dev: &LoopDevice, io: &IoState, mut rq: LoopRq, nowait: bool) -> R
     })
 }
 
-// SAFETY: `LoopCmd::init`, the `init_pdu` of `LoopDisk`, makes `kiocb` with
-// `RequestKiocb::new` in every PDU, at this offset.
-unsafe impl RequestAio for LoopDisk {
-    const KIOCB_OFFSET: usize = core::mem::offset_of!(LoopCmd, kiocb);
+impl RequestAio for LoopDisk {
+    /// The bound backing file, at the request's position plus the binding's offset.
+    fn dio_target<'r>(
+        dev: &'r LoopDevice,
+        rq: &'r LoopRq,
+    ) -> Result<(&'r BackingFile, u64), isize> {
+        let io = dev.io_backing(rq).ok_or(EIO)?;
+        let pos = rq.pos().checked_add(io.offset).ok_or(EIO)?;
+        Ok((&io.file, pos))
+    }
 
     /// The end of a direct I/O: completes the request, or hands it to the worker after a
     /// late `-EAGAIN` of a `IOCB_NOWAIT` submission.
@@ -221,11 +201,8 @@ unsafe impl RequestAio for LoopDisk {
 /// (started if needed when `may_sleep`), or on the worker of its hardware queue for the
 /// root cgroup.
 pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool) {
-    let Some(queue) = dev.hw_queue_of(&rq) else {
-        fail(dev, rq, EIO);
-        return;
-    };
-    dev.policy.queued(rq.op());
+    let op = rq.op();
+    dev.policy.queued(op);
     let cgroups = IoCgroups::of(&rq);
     // Starting a thread waits for kthreadd: not from memory reclaim, which may be waiting
     // for this very device.
@@ -236,15 +213,24 @@ pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool)
     cmd.cgroups = Some(cgroups);
     cmd.cgroup_worker = claim;
     dev.stats.worker_queued.fetch_add(1, Ordering::Relaxed);
-    KthreadWorker::queue_request(rq, &queue.worker, |cmd: &LoopCmd| {
-        cmd.cgroup_worker.as_ref().map(|c| &c.get().worker)
-    });
+    if let Err(mut rq) = rq.queue_to_worker() {
+        // No hardware queue (not while a request is in flight): undone, and failed.
+        dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
+        dev.policy.taken(op);
+        drop(rq.pdu_mut().cgroups.take());
+        fail(dev, rq, EIO);
+    }
 }
 
-// SAFETY: `LoopCmd::init`, the `init_pdu` of `LoopDisk`, sets up `work` for `LoopDisk` in every
-// PDU, at this offset.
-unsafe impl RequestWork for LoopDisk {
-    const WORK_OFFSET: usize = core::mem::offset_of!(LoopCmd, work);
+impl RequestWork for LoopDisk {
+    /// The worker of the issuer's blkcg when the command holds a claim on one, else that of
+    /// its hardware queue.
+    fn worker<'r>(dev: &'r LoopDevice, rq: &'r LoopRq) -> Option<&'r KthreadWorker> {
+        match &rq.pdu().cgroup_worker {
+            Some(claim) => Some(&claim.worker),
+            None => dev.hw_queue_of(rq).map(|q| &q.worker),
+        }
+    }
 
     /// Runs the command on the worker thread and hands the request to completion.
     fn run(dev: &LoopDevice, mut rq: LoopRq) {
@@ -267,7 +253,7 @@ unsafe impl RequestWork for LoopDisk {
         match dev.policy.worker_route(&dev.stats, io, &rq) {
             Route::WorkerDirect => {
                 // Blocking submission; its completion (or error) arrives through `aio_done`.
-                if let Err(rq) = submit_dio(dev, io, rq, false) {
+                if let Err(rq) = submit_dio(dev, rq, false) {
                     fail(dev, rq, EAGAIN);
                 }
             }

@@ -7,6 +7,7 @@
 
 mod bdev;
 mod cgroup;
+mod claims;
 mod clock;
 mod datapath;
 mod disk;
@@ -25,6 +26,7 @@ mod workqueue;
 
 pub(crate) use bdev::*;
 pub(crate) use cgroup::*;
+pub(crate) use claims::*;
 pub(crate) use clock::*;
 pub(crate) use datapath::*;
 pub(crate) use disk::*;

@@ -20,7 +20,7 @@ use kernel::{
     types::Opaque,
 };
 
-use super::{BlkStatus, BlockDevice, OwnedRequest, Queue, Request};
+use super::{request::RequestPdu, BlkStatus, BlockDevice, OwnedRequest, Queue, Request};
 
 /// `blk_mode_t` bits (`include/linux/blkdev.h`).
 pub(crate) const BLK_OPEN_WRITE: u32 = super::layout::c::BLK_OPEN_WRITE as u32;
@@ -37,16 +37,12 @@ pub(crate) trait DiskOps: Sized + 'static {
     type Module: kernel::ModuleMetadata;
     /// Per-disk state.
     type Data: Send + Sync;
-    /// Per-command data, placed after each `struct request`.
-    type Pdu;
+    /// Per-command data, kept with each `struct request` ([`OwnedRequest::pdu_mut`]).
+    type Pdu: Send;
 
-    /// Initialises the PDU of a newly allocated request (once per tag; the tag set drops it
+    /// The per-command data of a newly allocated request (once per tag; the tag set drops it
     /// when it frees the request).
-    ///
-    /// # Safety
-    ///
-    /// `pdu` points to uninitialised memory of `size_of::<Self::Pdu>()` bytes.
-    unsafe fn init_pdu(pdu: *mut Self::Pdu);
+    fn new_pdu() -> Self::Pdu;
     /// Starts a request: the driver owns it until it ends it (a failed one too, with
     /// [`OwnedRequest::end`]).
     fn queue_rq(data: &Self::Data, rq: OwnedRequest<Self>);
@@ -153,7 +149,7 @@ impl<T: DiskOps> Disk<T> {
             (*set).nr_hw_queues = cfg.nr_hw_queues;
             (*set).queue_depth = cfg.queue_depth;
             (*set).numa_node = bindings::NUMA_NO_NODE;
-            (*set).cmd_size = size_of::<T::Pdu>() as u32;
+            (*set).cmd_size = size_of::<RequestPdu<T>>() as u32;
             (*set).flags = cfg.flags;
             to_result(bindings::blk_mq_alloc_tag_set(set))?;
         }
@@ -558,15 +554,15 @@ impl<T: DiskOps> Disk<T> {
     ///
     /// Only blk-mq calls this, through [`Self::MQ_OPS`]: `rq` is a newly allocated request of a
     /// tag set of `Disk::<T>::new`, not in use, followed by its PDU: `cmd_size`
-    /// (`size_of::<T::Pdu>()`) bytes of uninitialised memory.
+    /// (`size_of::<RequestPdu<T>>()`) bytes of uninitialised memory.
     unsafe extern "C" fn init_request_callback(
         _set: *mut bindings::blk_mq_tag_set,
         rq: *mut bindings::request,
         _hctx_idx: core::ffi::c_uint,
         _numa_node: core::ffi::c_int,
     ) -> core::ffi::c_int {
-        // SAFETY: `rq` is a new request; its PDU is `cmd_size` bytes of uninitialised memory.
-        unsafe { T::init_pdu(super::request::pdu_of(rq).cast()) };
+        // SAFETY: `rq` is a new request of our tag set; its PDU is uninitialised.
+        unsafe { RequestPdu::<T>::init(rq) };
         0
     }
 
@@ -581,9 +577,8 @@ impl<T: DiskOps> Disk<T> {
         rq: *mut bindings::request,
         _hctx_idx: core::ffi::c_uint,
     ) {
-        // SAFETY: The PDU was initialised by `init_request_callback` (`T::init_pdu`) and is
-        // unused from now on.
-        unsafe { core::ptr::drop_in_place(super::request::pdu_of(rq).cast::<T::Pdu>()) };
+        // SAFETY: The PDU was initialised by `init_request_callback` and is unused from now on.
+        unsafe { RequestPdu::<T>::drop(rq) };
     }
 
     /// `block_device_operations::open`.

@@ -7,7 +7,7 @@
 
 use super::{
     file::kiocb_end_write,
-    request::{pdu_of, request_of_pdu},
+    request::{request_of_pdu, RequestPdu},
     BackingFile, Dir, Disk, DiskOps, IovIter, OwnedRequest, IOCB_NOWAIT,
 };
 use core::{
@@ -20,23 +20,23 @@ use kernel::{bindings, prelude::*, types::Opaque};
 const EAGAIN: isize = -(bindings::EAGAIN as isize);
 const EIOCBQUEUED: isize = -(bindings::EIOCBQUEUED as isize);
 
-/// A disk whose requests are submitted to a backing file as asynchronous direct I/O: each
-/// request's PDU embeds a [`RequestKiocb`].
-///
-/// # Safety
-///
-/// Every `Self::Pdu` must hold, `KIOCB_OFFSET` bytes from its start, a [`RequestKiocb`] made
-/// by [`RequestKiocb::new`] when the PDU was initialised.
-pub(crate) unsafe trait RequestAio: DiskOps {
-    /// Offset of the [`RequestKiocb`] in `Self::Pdu`.
-    const KIOCB_OFFSET: usize;
+/// A disk whose requests are submitted to a backing file as asynchronous direct I/O (with the
+/// kiocb of their PDU, [`super::request::RequestPdu`]).
+pub(crate) trait RequestAio: DiskOps {
+    /// The file and byte position that a direct I/O of `rq` goes to
+    /// ([`OwnedRequest::submit_dio`]), or the negative errno it fails with. Borrowed from the
+    /// request or from its disk's data, the file stays open while the request is in flight.
+    fn dio_target<'r>(
+        data: &'r Self::Data,
+        rq: &'r OwnedRequest<Self>,
+    ) -> Result<(&'r BackingFile, u64), isize>;
 
-    /// The backing file is done with a submission that [`BackingFile::submit_request`] (or
-    /// [`BackingFile::submit_request_nowait`]) accepted: `ret` is the bytes transferred or a
+    /// The backing file is done with a submission that [`OwnedRequest::submit_dio`] (or
+    /// [`OwnedRequest::submit_dio_nowait`]) accepted: `ret` is the bytes transferred or a
     /// negative errno (`-EAGAIN` from a `IOCB_NOWAIT` submission that the file gave up on
-    /// later). Called once per accepted submission, after the kiocb's resources are released,
-    /// from `ki_complete` (possibly in interrupt context) or from the submitter, whichever is
-    /// done last.
+    /// later; [`Self::dio_target`]'s errno). Called once per accepted submission, after the
+    /// kiocb's resources are released, from `ki_complete` (possibly in interrupt context) or
+    /// from the submitter, whichever is done last.
     fn aio_done(data: &Self::Data, rq: OwnedRequest<Self>, ret: isize);
 }
 
@@ -79,10 +79,9 @@ impl RequestKiocb {
     /// # Safety
     ///
     /// `rq` must be a valid request of a `Disk<T>`.
-    unsafe fn of<T: RequestAio>(rq: NonNull<bindings::request>) -> *const Self {
-        // SAFETY: The PDU follows the request and holds the kiocb at `T::KIOCB_OFFSET`
-        // (`RequestAio`'s contract).
-        unsafe { pdu_of(rq.as_ptr()).cast::<u8>().add(T::KIOCB_OFFSET).cast() }
+    unsafe fn of<T: DiskOps>(rq: NonNull<bindings::request>) -> *const Self {
+        // SAFETY: The request's PDU is a `RequestPdu<T>` (the caller's contract).
+        unsafe { &raw const (*RequestPdu::<T>::of(rq.as_ptr())).kiocb }
     }
 
     /// Releases what a submission held: its segment table and its freeze protection.
@@ -113,31 +112,51 @@ enum Prepared<T: DiskOps> {
     Failed(OwnedRequest<T>, isize),
 }
 
-impl BackingFile {
-    /// Submits the data of `rq` at byte `pos` of the file as one `IOCB_DIRECT` kiocb over the
-    /// request's own pages (a merged request's segments gathered into one table). The file
-    /// may block. [`RequestAio::aio_done`] follows, once.
-    pub(crate) fn submit_request<T: RequestAio>(&self, rq: OwnedRequest<T>, dir: Dir, pos: u64) {
-        if let Err(rq) = self.submit(rq, dir, pos, false) {
+impl<T: RequestAio> OwnedRequest<T> {
+    /// Submits the request's data at the file and position that [`RequestAio::dio_target`]
+    /// names, as one `IOCB_DIRECT` kiocb over the request's own pages (a merged request's
+    /// segments gathered into one table). The file may block. [`RequestAio::aio_done`]
+    /// follows, once.
+    pub(crate) fn submit_dio(self, dir: Dir) {
+        if let Err(rq) = submit(self, dir, false) {
             // A blocking submission is never refused; should one be, it fails, not hangs.
             done(rq, EAGAIN);
         }
     }
 
-    /// As [`Self::submit_request`] with `IOCB_NOWAIT`: the file must not block. `Err` gives
-    /// the request back when the file (or its freeze protection, or the memory for a merged
+    /// As [`Self::submit_dio`] with `IOCB_NOWAIT`: the file must not block. `Err` gives the
+    /// request back when the file (or its freeze protection, or the memory for a merged
     /// request's segment table) is not available without waiting, before anything was
     /// submitted; [`RequestAio::aio_done`] is not called then. The file may also give up later:
     /// `aio_done` gets `-EAGAIN` then.
-    pub(crate) fn submit_request_nowait<T: RequestAio>(
-        &self,
-        rq: OwnedRequest<T>,
-        dir: Dir,
-        pos: u64,
-    ) -> Result<(), OwnedRequest<T>> {
-        self.submit(rq, dir, pos, true)
+    pub(crate) fn submit_dio_nowait(self, dir: Dir) -> Result<(), Self> {
+        submit(self, dir, true)
     }
+}
 
+/// Submits `rq` to the file [`RequestAio::dio_target`] names for it.
+fn submit<T: RequestAio>(
+    rq: OwnedRequest<T>,
+    dir: Dir,
+    nowait: bool,
+) -> Result<(), OwnedRequest<T>> {
+    // SAFETY: The request is in flight, so its disk's data is alive.
+    let data = unsafe { Disk::<T>::data_of_request(&rq) };
+    let (file, pos) = match T::dio_target(data, &rq) {
+        Ok((file, pos)) => (core::ptr::from_ref(file), pos),
+        Err(ret) => {
+            done(rq, ret);
+            return Ok(());
+        }
+    };
+    // SAFETY: `dio_target` borrowed the file from the request or its disk's data, which stay
+    // as they were for as long as the request is in flight and its ownership is this
+    // submission's: until `aio_done`, after `BackingFile::submit` has returned.
+    let file = unsafe { &*file };
+    file.submit(rq, dir, pos, nowait)
+}
+
+impl BackingFile {
     fn submit<T: RequestAio>(
         &self,
         rq: OwnedRequest<T>,
@@ -318,9 +337,10 @@ unsafe fn put<T: RequestAio>(rq: NonNull<bindings::request>) {
 /// Only the backing file calls this, once per submission that returned `-EIOCBQUEUED`: `iocb`
 /// is the kiocb of a [`RequestKiocb`] in the PDU of a request of a `Disk<T>` in flight.
 unsafe extern "C" fn aio_complete<T: RequestAio>(iocb: *mut bindings::kiocb, ret: isize) {
-    let off = T::KIOCB_OFFSET + core::mem::offset_of!(RequestKiocb, iocb);
-    // SAFETY: `iocb` is `off` bytes into the PDU (`Opaque` is transparent), which follows its
-    // request.
+    let off =
+        core::mem::offset_of!(RequestPdu<T>, kiocb) + core::mem::offset_of!(RequestKiocb, iocb);
+    // SAFETY: `iocb` is `off` bytes into the request's `RequestPdu<T>` (`Opaque` is
+    // transparent), which follows its request.
     let rq = unsafe {
         let pdu = iocb.cast::<u8>().sub(off).cast::<core::ffi::c_void>();
         request_of_pdu(pdu)

@@ -5,7 +5,7 @@
 //!
 //! C header: [`include/linux/blk-mq.h`](srctree/include/linux/blk-mq.h).
 
-use super::{Dir, DiskOps, IovIter};
+use super::{Dir, DiskOps, IovIter, KthreadWork, RequestKiocb};
 use core::{marker::PhantomData, mem::ManuallyDrop, ops::Deref, ptr::NonNull};
 use kernel::{bindings, types::Opaque};
 
@@ -59,8 +59,8 @@ pub(crate) enum ReqOp {
 ///
 /// # Invariants
 ///
-/// The wrapped `struct request` belongs to the queue of a [`super::Disk<T>`] (its PDU is an
-/// initialised `T::Pdu`) and is owned by the driver (started, not yet ended) for as long as a
+/// The wrapped `struct request` belongs to the queue of a [`super::Disk<T>`] (its PDU an
+/// initialised [`RequestPdu<T>`]) and is owned by the driver (started, not yet ended) for as long as a
 /// reference to this type exists.
 #[repr(transparent)]
 pub(crate) struct Request<T: DiskOps>(Opaque<bindings::request>, PhantomData<T>);
@@ -136,10 +136,64 @@ impl<T: DiskOps> Request<T> {
         unsafe { rust_loop_rq_hw_queue(self.as_raw().cast()) }
     }
 
-    /// The request's PDU.
+    /// The driver's per-command data of the request.
     fn pdu_ptr(&self) -> *mut T::Pdu {
-        // SAFETY: By the type invariant the request is valid.
-        unsafe { pdu_of(self.as_raw()) }.cast()
+        // SAFETY: By the type invariant the request is valid, of a `Disk<T>`.
+        unsafe { &raw mut (*RequestPdu::<T>::of(self.as_raw())).cmd }
+    }
+}
+
+/// What the tag set of a [`super::Disk<T>`] places after each request (its `cmd_size`
+/// bytes): the work item and the kiocb this layer runs the request with
+/// ([`super::RequestWork`], [`super::RequestAio`]), then the driver's own per-command data,
+/// `T::Pdu`. Only this layer reaches the first two, by their fields, so the driver's data
+/// carries no layout contract.
+#[repr(C)]
+pub(super) struct RequestPdu<T: DiskOps> {
+    /// Runs the request on a worker thread.
+    pub(super) work: KthreadWork,
+    /// Submits the request's pages to a backing file.
+    pub(super) kiocb: RequestKiocb,
+    /// The driver's data.
+    pub(super) cmd: T::Pdu,
+}
+
+impl<T: DiskOps> RequestPdu<T> {
+    /// The PDU of `rq`.
+    ///
+    /// # Safety
+    ///
+    /// `rq` must be a request of the tag set of a `Disk<T>`.
+    pub(super) unsafe fn of(rq: *mut bindings::request) -> *mut Self {
+        // SAFETY: The tag set's PDUs are `RequestPdu<T>`s (`cmd_size`), after their requests.
+        unsafe { pdu_of(rq) }.cast()
+    }
+
+    /// Initialises the PDU of `rq`, a new request, in place.
+    ///
+    /// # Safety
+    ///
+    /// `rq` must be a new request of the tag set of a `Disk<T>`, not in use; its PDU is
+    /// uninitialised.
+    pub(super) unsafe fn init(rq: *mut bindings::request) {
+        // SAFETY: The caller's contract: the PDU is ours to write, and nothing is queued.
+        unsafe {
+            let this = Self::of(rq);
+            KthreadWork::init_request(&raw mut (*this).work, rq);
+            (&raw mut (*this).kiocb).write(RequestKiocb::new());
+            (&raw mut (*this).cmd).write(T::new_pdu());
+        }
+    }
+
+    /// Drops the PDU of `rq` that [`Self::init`] made.
+    ///
+    /// # Safety
+    ///
+    /// `rq` must be a request of the tag set of a `Disk<T>` whose PDU [`Self::init`]
+    /// initialised, unused from now on.
+    pub(super) unsafe fn drop(rq: *mut bindings::request) {
+        // SAFETY: The caller's contract.
+        unsafe { core::ptr::drop_in_place(Self::of(rq)) }
     }
 }
 
@@ -151,7 +205,7 @@ impl<T: DiskOps> Request<T> {
 /// # Invariants
 ///
 /// `ptr` is a request of the queue of a [`super::Disk<T>`] (its PDU an initialised
-/// `T::Pdu`), owned by the driver (started, not yet ended), and this is the only
+/// [`RequestPdu<T>`]), owned by the driver (started, not yet ended), and this is the only
 /// `OwnedRequest` for it: nothing else accesses its PDU while it exists.
 #[must_use = "a request must be ended or handed on"]
 pub(crate) struct OwnedRequest<T: DiskOps> {

@@ -5,10 +5,7 @@
 //!
 //! C header: [`include/linux/kthread.h`](srctree/include/linux/kthread.h).
 
-use super::{
-    request::{pdu_of, request_of_pdu},
-    Disk, DiskOps, OwnedRequest,
-};
+use super::{request::RequestPdu, Disk, DiskOps, OwnedRequest};
 use core::{cell::UnsafeCell, ptr::NonNull};
 use kernel::{bindings, error::from_err_ptr, prelude::*, task::Task, types::Opaque};
 
@@ -67,7 +64,7 @@ impl KthreadWorker {
             }
         };
         // SAFETY: The item is not queued yet; the box does not move from here on.
-        unsafe { init_work(batch.work.get(), batch_work_fn) };
+        unsafe { init_work(batch.work.get(), Some(batch_work_fn)) };
         // INVARIANT: the worker was created and started; the batch is set up for it, boxed,
         // before any item can be queued.
         Ok(Self { ptr, batch })
@@ -79,60 +76,59 @@ impl KthreadWorker {
         // `kthread_destroy_worker` in `drop`.
         unsafe { rust_loop_kthread_worker_pid(self.ptr.as_ptr().cast()) }
     }
+}
 
-    /// Hands `rq` to a worker thread, which runs [`RequestWork::run`] for it: on the worker
-    /// that `pick` finds in the request's PDU, else on `default`. The worker that `pick`
-    /// returns must stay alive while the request is queued (a claim in the PDU, dropped by
-    /// `run`, does that).
+impl<T: RequestWork> OwnedRequest<T> {
+    /// Hands the request to the worker thread that [`RequestWork::worker`] names for it,
+    /// which runs [`RequestWork::run`] for it; `Err` gives it back when there is none.
     ///
     /// A request may be queued on a different worker each time (a device's workers change
-    /// with its hardware queues), never on two at once: this consumes its ownership. The
-    /// worker must stay alive until the request has ended (its completion may be collected in
-    /// the worker's [`CompletionBatch`], [`OwnedRequest::complete_in_batch`]).
-    pub(crate) fn queue_request<T: RequestWork>(
-        rq: OwnedRequest<T>,
-        default: &KthreadWorker,
-        pick: impl for<'a> FnOnce(&'a T::Pdu) -> Option<&'a KthreadWorker>,
-    ) {
-        let target = pick(rq.pdu()).unwrap_or(default);
+    /// with its hardware queues), never on two at once: this consumes its ownership.
+    pub(crate) fn queue_to_worker(self) -> Result<(), Self> {
+        // SAFETY: The request is in flight, so its disk's data is alive.
+        let data = unsafe { Disk::<T>::data_of_request(&self) };
+        let Some(target) = T::worker(data, &self) else {
+            return Err(self);
+        };
         let worker = target.ptr;
         let batch: *const CompletionBatch = &*target.batch;
-        let raw = rq.into_raw();
-        // SAFETY: `raw` is a request of a `Disk<T>`, whose PDU holds a `KthreadWork` at
-        // `T::WORK_OFFSET` (the contract of `RequestWork`).
+        let raw = self.into_raw();
+        // SAFETY: `raw` is a request of a `Disk<T>`.
         let item = unsafe { work_of::<T>(raw.as_ptr()) };
         // SAFETY: We own the request, so no one else reads its item; the item's `batch` may
         // point to the batch until the request ends ([`OwnedRequest::complete_in_batch`]),
-        // which the worker outlives (the contract of `queue_request`).
+        // which the worker outlives (the contract of `RequestWork::worker`).
         unsafe { (*item).batch = batch };
         let work = item.cast::<bindings::kthread_work>();
         // A finished item keeps pointing at the worker that ran it, which `kthread_queue_work`
         // insists be this one, and which may have been destroyed since: forget it. Only the
         // queueing, flush and cancel functions read the field, and this item is never flushed
-        // or cancelled.
+        // or cancelled. The function is set here, where `T` is known to be a `RequestWork`.
         // SAFETY: The item is not queued (we own the request), so no worker lock covers it.
-        unsafe { (*work).worker = core::ptr::null_mut() };
-        // SAFETY: `worker` is running: `default` is borrowed, and the one `pick` returned is
-        // kept alive by the request's PDU, which holds its claim until the request ends;
-        // a worker is destroyed only after a flush, which takes the lock this call releases
-        // last. The item was set up for `T` by `KthreadWork::init_request`; the worker's
-        // function takes the request's ownership back.
+        unsafe {
+            (*work).worker = core::ptr::null_mut();
+            (*work).func = Some(request_work_fn::<T>);
+        }
+        // SAFETY: `worker` is running: `RequestWork::worker` borrowed it from the request or
+        // its disk's data, and nothing has touched either since (the request was given to
+        // the item only, which is not queued yet); a worker is destroyed only after a flush,
+        // which takes the lock this call releases last. The item was set up by
+        // `KthreadWork::init_request`; the worker's function takes the request's ownership back.
         unsafe { bindings::kthread_queue_work(worker.as_ptr(), work) };
+        Ok(())
     }
 }
 
-/// A disk whose requests run on [`KthreadWorker`]s: each request's PDU embeds a
-/// [`KthreadWork`], set up by [`KthreadWork::init_request`].
-///
-/// # Safety
-///
-/// Every `Self::Pdu` must hold, `WORK_OFFSET` bytes from its start, a [`KthreadWork`]
-/// initialised by `KthreadWork::init_request::<Self>` when the PDU was.
-pub(crate) unsafe trait RequestWork: DiskOps {
-    /// Offset of the [`KthreadWork`] in `Self::Pdu`.
-    const WORK_OFFSET: usize;
+/// A disk whose requests run on [`KthreadWorker`]s (with the work item of their PDU,
+/// [`super::request::RequestPdu`]).
+pub(crate) trait RequestWork: DiskOps {
+    /// The worker that runs `rq` ([`OwnedRequest::queue_to_worker`]), or none. It must stay
+    /// alive until the request has ended (its completion may be collected in the worker's
+    /// [`CompletionBatch`], [`OwnedRequest::complete_in_batch`]): borrowed from the request
+    /// or from its disk's data, it lives at least while the request is in flight.
+    fn worker<'r>(data: &'r Self::Data, rq: &'r OwnedRequest<Self>) -> Option<&'r KthreadWorker>;
 
-    /// Runs a request queued by [`KthreadWorker::queue_request`], on the worker's thread.
+    /// Runs a request queued by [`OwnedRequest::queue_to_worker`], on the worker's thread.
     fn run(data: &Self::Data, rq: OwnedRequest<Self>);
 }
 
@@ -140,13 +136,13 @@ pub(crate) unsafe trait RequestWork: DiskOps {
 ///
 /// # Safety
 ///
-/// Only a worker calls this, for an item set up by `KthreadWork::init_request::<T>` and
-/// queued by [`KthreadWorker::queue_request`], which gave up the request's ownership to it.
+/// Only a worker calls this, for the item of a request of a `Disk<T>` queued by
+/// [`OwnedRequest::queue_to_worker`], which gave up the request's ownership to it.
 unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthread_work) {
     let item = work.cast::<KthreadWork>();
-    // SAFETY: The item is in the PDU of a request of a `Disk<T>` (`RequestWork`'s contract),
-    // which this function owns; `init_request` set `rq`, `queue_request` set `batch` to the
-    // batch of the worker running it.
+    // SAFETY: The item is in the PDU of a request of a `Disk<T>`, which this function owns;
+    // `init_request` set `rq`, `queue_to_worker` set `batch` to the batch of the worker
+    // running it.
     let (rq, batch) = unsafe { ((*item).rq, (*item).batch) };
     // SAFETY: The batch of this worker, alive while its thread runs this item.
     let batch = unsafe { batch.as_ref() };
@@ -154,7 +150,7 @@ unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthrea
         // SAFETY: On the batch's thread.
         unsafe { *b.in_run.get() = true };
     }
-    // SAFETY: `queue_request` handed the ownership of the request to this item; `rq` is the
+    // SAFETY: `queue_to_worker` handed the ownership of the request to this item; `rq` is the
     // item's request (not null).
     let rq = unsafe { OwnedRequest::<T>::from_raw(NonNull::new_unchecked(rq)) };
     // SAFETY: The request belongs to the queue of a `Disk<T>`, whose data outlives its
@@ -202,25 +198,19 @@ pub(crate) struct KthreadWork {
 unsafe impl Send for KthreadWork {}
 
 impl KthreadWork {
-    /// Initialises the work item of a request's PDU in place (`kthread_init_work`), to run
-    /// [`RequestWork::run`] for `T`.
+    /// Initialises the work item of a request's PDU in place (`kthread_init_work`); its
+    /// function is set when it is queued ([`OwnedRequest::queue_to_worker`]).
     ///
     /// # Safety
     ///
-    /// `slot` must be valid for writes, `T::WORK_OFFSET` bytes into the PDU of a request of a
-    /// `Disk<T>` being initialised, and not queued.
-    pub(crate) unsafe fn init_request<T: RequestWork>(slot: *mut Self) {
-        // SAFETY: The slot is writable and not queued (the caller's contract), `T::WORK_OFFSET`
-        // into a PDU, which follows its request.
+    /// `slot` must be valid for writes, in the PDU of `rq`, a new request, and not queued.
+    pub(super) unsafe fn init_request(slot: *mut Self, rq: *mut bindings::request) {
+        // SAFETY: The slot is writable and not queued (the caller's contract).
         unsafe {
-            init_work(slot.cast(), request_work_fn::<T>);
+            init_work(slot.cast(), None);
             (&raw mut (*slot).batch).write(core::ptr::null());
             (&raw mut (*slot).next).write(core::ptr::null_mut());
-            let pdu = slot
-                .cast::<u8>()
-                .sub(T::WORK_OFFSET)
-                .cast::<core::ffi::c_void>();
-            (&raw mut (*slot).rq).write(request_of_pdu(pdu).as_ptr());
+            (&raw mut (*slot).rq).write(rq);
         }
     }
 }
@@ -232,7 +222,7 @@ impl KthreadWork {
 /// `work` must be valid for writes and not queued.
 unsafe fn init_work(
     work: *mut bindings::kthread_work,
-    func: unsafe extern "C" fn(*mut bindings::kthread_work),
+    func: Option<unsafe extern "C" fn(*mut bindings::kthread_work)>,
 ) {
     // SAFETY: Forwarded from the caller.
     unsafe {
@@ -240,7 +230,7 @@ unsafe fn init_work(
         let node = &raw mut (*work).node;
         (*node).next = node;
         (*node).prev = node;
-        (*work).func = Some(func);
+        (*work).func = func;
     }
 }
 
@@ -248,10 +238,10 @@ unsafe fn init_work(
 ///
 /// # Safety
 ///
-/// `rq` must be a valid request of a `Disk<T>` (its PDU holds the item at `T::WORK_OFFSET`).
-unsafe fn work_of<T: RequestWork>(rq: *mut bindings::request) -> *mut KthreadWork {
-    // SAFETY: Forwarded from the caller: the item is inside the request's PDU.
-    unsafe { pdu_of(rq).cast::<u8>().add(T::WORK_OFFSET) }.cast()
+/// `rq` must be a valid request of a `Disk<T>`.
+unsafe fn work_of<T: DiskOps>(rq: *mut bindings::request) -> *mut KthreadWork {
+    // SAFETY: Forwarded from the caller: the item is in the request's PDU.
+    unsafe { &raw mut (*RequestPdu::<T>::of(rq)).work }
 }
 
 /// The completions a worker thread collected while running the requests queued to it, ended
