@@ -43,7 +43,8 @@ def costs(split):
     out = {}
     for c in split["cells"]:
         i = c["instr_per_io"]
-        k = {"total": c["total_per_io"], "submit": i["submit"] + i["softirq"] + i["other"],
+        k = {"total": c["total_per_io"], "submit": i["submit"] + i.get("backing", 0) + i["softirq"]
+             + i["other"],
              "worker": i["worker"], "busiest": c["busiest_worker_per_io"],
              "threads": c["worker_threads"]}
         out[(c["mode"], c["workload"], c["target"])] = k

@@ -7,8 +7,11 @@
 Under icount on one vCPU a task's run time in nanoseconds is the instructions it executed
 (interrupts it took included). Classes, by task name:
   submit    the fio tasks (system calls: the block layer and whatever the driver does inline)
-  worker    the driver's threads: rust_loop's `rust_loop/K` workers; for loop.c the unbound
-            kworkers (its work items run there; other unbound work is rare in these cells)
+  worker    the driver's threads: rust_loop's `rust_loop/K` workers; for loop.c the kworkers
+            that ran its work items (their name ends in the workqueue of the last item they
+            ran, "kworker/u4:2+loop0": one that names `loopN` at either snapshot)
+  backing   kworkers that ran the backing file system's own work: writeback ("flush-MAJ:MIN")
+            and XFS ("xfs-log/nullb0", "xfs-conv/..."), by the same name at either snapshot
   softirq   the ksoftirqd threads (softirqs run on an interrupt's exit are in the interrupted task)
   other     every other task but the measuring script; idle: the window's skipped time
 irq_share is /proc/stat's irq + softirq ticks over its busy ticks: an estimate, included above.
@@ -20,20 +23,31 @@ import json
 import os
 import sys
 
-CLASSES = ["submit", "worker", "softirq", "other"]
+CLASSES = ["submit", "worker", "backing", "softirq", "other"]
 
 
-def classify(comm, target):
+def workqueue_of(comm):
+    """The workqueue a kworker last ran an item of ("kworker/u4:2+loop0" -> "loop0"; '+': running
+    it now), or None. Pool names ("u4:2", "0:0H") hold neither '+' nor '-'."""
+    if not comm.startswith("kworker/"):
+        return None
+    rest = comm[len("kworker/"):]
+    cut = [i for i in (rest.find("+"), rest.find("-")) if i >= 0]
+    return rest[min(cut) + 1:] if cut else None
+
+
+def classify(comm, comm_before, target):
     if comm == "fio":
         return "submit"
     if comm.startswith("rust_loop/"):
         return "worker"
-    if target == "loop" and comm.startswith("kworker/u"):
-        # loop.c's work items run on the unbound pool's kworkers, which also run other work
-        # (their name shows only the last): in these cells nearly all of it is the device's.
-        return "worker"
     if comm.startswith("ksoftirqd/"):
         return "softirq"
+    wqs = [w for w in (workqueue_of(comm), workqueue_of(comm_before)) if w]
+    if target == "loop" and any(w.startswith("loop") and w[4:].isdigit() for w in wqs):
+        return "worker"
+    if any(w.startswith("flush-") or w.startswith("xfs") for w in wqs):
+        return "backing"
     return "other"
 
 
@@ -49,7 +63,7 @@ def cell_split(path):
         d = run - b["threads"].get(tid, [comm, 0])[1]
         if d <= 0:
             continue
-        c = classify(comm, m["target"])
+        c = classify(comm, b["threads"].get(tid, [comm, 0])[0], m["target"])
         ns[c] += d
         if c == "worker":
             workers[tid] = workers.get(tid, 0) + d
@@ -107,16 +121,17 @@ def main():
     L = [f"Instructions per I/O by the thread that ran them (`make split`: icount, "
          f"{'/'.join(str(c) for c in cpus)} vCPU{'' if cpus == [1] else 's: run time, not instructions'}). "
          "submit: the fio tasks; workers: the driver's threads (all; the busiest one); "
+         "backing: the backing file system's kworkers (writeback, XFS); "
          "softirq: ksoftirqd; other: other tasks; busy: the window's share not idle; "
          "irq: share of busy ticks in interrupts (estimate, inside the columns before).", "",
          "| mode | workload | target | I/Os | total | submit | workers | busiest worker | threads "
-         "| softirq | other | busy | irq |",
-         "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+         "| backing | softirq | other | busy | irq |",
+         "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for c in cells:
         i = c["instr_per_io"]
         L.append(f"| {c['mode']} | {c['workload']} | {c['target']} | {c['ios']:,} | {fmt(c['total_per_io'])} "
                  f"| {fmt(i['submit'])} | {fmt(i['worker'])} | {fmt(c['busiest_worker_per_io'])} "
-                 f"| {c['worker_threads']} | {fmt(i['softirq'])} | {fmt(i['other'])} "
+                 f"| {c['worker_threads']} | {fmt(i['backing'])} | {fmt(i['softirq'])} | {fmt(i['other'])} "
                  f"| {c['busy_share']:.2f} | {c['irq_share']:.2f} |")
     if errors:
         L += ["", "Cells that could not be read:"] + [f"- {e}" for e in errors]

@@ -4,8 +4,9 @@
 #   bash tests/scripts/split-model.sh
 #
 # Two made-up cells (snapshots as scripts/guest-split.py writes them) with known run times: the
-# report must split them by thread class exactly (fio -> submit, rust_loop/K and a loop kworker
-# -> worker, ksoftirqd -> softirq, the measuring task left out) and give the busiest worker; the
+# report must split them by thread class exactly (fio -> submit, rust_loop/K and a kworker that
+# names loop0 at either snapshot -> worker, a writeback kworker -> backing, ksoftirqd -> softirq,
+# the measuring task left out) and give the busiest worker; the
 # model must pick the bound that the arithmetic says (one worker thread caps loop.c; per-CPU
 # queues lift it to the CPUs, then the device).
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
@@ -29,9 +30,12 @@ cell("rust_loop",
      {"1": ["fio", 6_000_000], "2": ["fio", 4_000_000], "3": ["rust_loop/0", 5_000_000],
       "4": ["rust_loop/1", 3_000_000], "5": ["ksoftirqd/0", 1_000_000],
       "6": ["kworker/0:1-events", 500_000], "99": ["python3", 7_000_000]}, 1000)
-# loop.c: fio 9M, its kworker 11M, 1000 I/Os
-cell("loop", {"1": ["fio", 0], "7": ["kworker/u4:2+loop0", 0]},
-     {"1": ["fio", 9_000_000], "7": ["kworker/u4:2+loop0", 11_000_000]}, 1000)
+# loop.c: fio 9M, its kworkers 11M + 2M (the second ran writeback last), writeback 0.5M, 1000 I/Os
+cell("loop", {"1": ["fio", 0], "7": ["kworker/u4:2+loop0", 0], "8": ["kworker/u4:3+loop0", 0],
+              "9": ["kworker/u4:5-events_unbound", 0]},
+     {"1": ["fio", 9_000_000], "7": ["kworker/u4:2+loop0", 11_000_000],
+      "8": ["kworker/u4:3-flush-252:0", 2_000_000],
+      "9": ["kworker/u4:5+flush-252:0", 500_000]}, 1000)
 # raw: fio 15M
 cell("raw", {"1": ["fio", 0]}, {"1": ["fio", 15_000_000]}, 1000)
 EOF
@@ -40,18 +44,19 @@ EOF
 import json, sys
 cells = {c["target"]: c for c in json.load(open(sys.argv[1]))["cells"]}
 r, l = cells["rust_loop"], cells["loop"]
-want = {"submit": 10000, "worker": 8000, "softirq": 1000, "other": 500}
+want = {"submit": 10000, "worker": 8000, "backing": 0, "softirq": 1000, "other": 500}
 assert r["instr_per_io"] == want, r["instr_per_io"]
 assert r["busiest_worker_per_io"] == 5000 and r["worker_threads"] == 2, r
 assert r["total_per_io"] == 19500, r["total_per_io"]
-assert l["instr_per_io"]["worker"] == 11000 and l["instr_per_io"]["submit"] == 9000, l
+assert l["instr_per_io"]["worker"] == 13000 and l["instr_per_io"]["submit"] == 9000, l
+assert l["instr_per_io"]["backing"] == 500 and l["instr_per_io"]["other"] == 0, l
 assert abs(r["busy_share"] - 19.5e6 / 2e9) < 1e-9, r["busy_share"]
 EOF
-grep -q "| dio | rw-4k-qd16-12jobs | rust_loop | 1,000 | 19,500 | 10,000 | 8,000 | 5,000 | 2 |" "$d/split.md" ||
+grep -q "| dio | rw-4k-qd16-12jobs | rust_loop | 1,000 | 19,500 | 10,000 | 8,000 | 5,000 | 2 | 0 |" "$d/split.md" ||
 	fail "split.md lacks rust_loop's row: $(cat "$d/split.md")"
 
 # The model at R = 1e9/s, device 1M IOPS, 12 jobs:
-#  loop on 16 CPUs: workers 1 * 1e9 / 11000 = 90,909 (below CPUs 16e9/20000 = 800k)
+#  loop on 16 CPUs: workers 1 * 1e9 / 13000 = 76,923 (below CPUs 16e9/22500 = 711k)
 #  rust_loop (2 measured worker threads): 2 * 1e9 / 8000 = 250k (CPUs 16e9/19500 = 820k)
 #  rust_loop_percpu on 16 CPUs: 8 queues -> 1M by workers, CPUs 820,513 -> CPUs
 #  raw on 2 CPUs: CPUs 2e9/15000 = 133,333
@@ -59,9 +64,9 @@ out=$("$py" scripts/cost-model.py "$d/split.json" --rate 1e9 --device 1e6 --cpus
 	fail "cost-model.py failed"
 row16=$(grep -P '^dio\trw-4k-qd16-12jobs\t16\t' <<<"$out")
 row2=$(grep -P '^dio\trw-4k-qd16-12jobs\t2\t' <<<"$out")
-grep -q $'\t91k workers\t' <<<"$row16" || fail "loop on 16 CPUs: $row16"
-grep -q $'\t250k workers (2.75x loop' <<<"$row16" || fail "rust_loop on 16 CPUs: $row16"
-grep -q $'\t821k CPUs (9.03x loop' <<<"$row16" || fail "rust_loop_percpu on 16 CPUs: $row16"
+grep -q $'\t77k workers\t' <<<"$row16" || fail "loop on 16 CPUs: $row16"
+grep -q $'\t250k workers (3.25x loop' <<<"$row16" || fail "rust_loop on 16 CPUs: $row16"
+grep -q $'\t821k CPUs (10.67x loop' <<<"$row16" || fail "rust_loop_percpu on 16 CPUs: $row16"
 grep -q $'^dio\trw-4k-qd16-12jobs\t2\t133k CPUs\t' <<<"$row2" || fail "raw on 2 CPUs: $row2"
 
 if [ "$failed" != 0 ]; then
