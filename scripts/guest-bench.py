@@ -25,6 +25,8 @@ Environment (scripts/bench.sh sets them; defaults in brackets):
   BENCH_B_KO               driver rust_loop_b: this rust_loop.ko (another build; default: rust_loop.ko)
   BENCH_B_PARAMS           driver rust_loop_b: its module parameters (default: none)
   BENCH_CLOCK [wall]       wall, or icount (the guest's clock counts instructions: recorded in meta)
+  BENCH_NULLB_IRQMODE [0]  null_blk's completions: 0 on the submitter's stack, 1 softirq, 2 timer
+                           interrupt (after completion_nsec, 10 us): a device that interrupts
   BENCH_RUBLK              path of the rublk binary ("" = skip the ublk cells)
   BENCH_RUBLK_NOTE         why rublk is missing (recorded in the JSON)
   BENCH_UBLK_OPTS          extra `rublk add loop` options (default: none, i.e. rublk's defaults)
@@ -88,6 +90,9 @@ if MQ_WORKLOADS == ["all"]:
 CLOCK = ENV.get("BENCH_CLOCK", "wall")
 DRIVERS = [d for d in env_list("BENCH_DRIVERS", ALL_DRIVERS) if d in ALL_DRIVERS]
 BACKINGS = [b for b in env_list("BENCH_BACKINGS", ["disk", "nullb"]) if b in ("disk", "nullb")]
+NULLB_IRQMODE = os.environ.get("BENCH_NULLB_IRQMODE", "0")
+if NULLB_IRQMODE not in ("0", "1", "2"):
+    sys.exit(f"BENCH_NULLB_IRQMODE must be 0, 1 or 2, not {NULLB_IRQMODE!r}")
 # dontcache: buffered mode with rust_loop's cache_mode=dontcache (rust_loop only).
 MODES = [m for m in env_list("BENCH_MODES", ["buffered", "dio", "dontcache"])
          if m in ("buffered", "dio", "dontcache")]
@@ -187,9 +192,10 @@ def setup_backings():
         mnt = f"{WORK}/nullb"
         os.makedirs(mnt, exist_ok=True)
         gb = (FILE_MB * 5 // 4 + 256 + 1023) // 1024
-        log(f"backing nullb: null_blk memory_backed=1 gb={gb} bs=4096, mkfs.xfs, precondition")
+        log(f"backing nullb: null_blk memory_backed=1 gb={gb} bs=4096 irqmode={NULLB_IRQMODE}, "
+            "mkfs.xfs, precondition")
         sh(["modprobe", "null_blk", "nr_devices=1", "queue_mode=2", "memory_backed=1", f"gb={gb}",
-            "bs=4096", "irqmode=0"])
+            "bs=4096", f"irqmode={NULLB_IRQMODE}"])
         for _ in range(50):
             if os.path.exists("/dev/nullb0"):
                 break

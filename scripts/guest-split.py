@@ -117,7 +117,7 @@ def run_cell(target, mode, wl, dev, stat_dev, backing):
         raise RuntimeError(f"fio failed ({fio.returncode}) or no I/O in the window: {ferr[-400:]}")
     meta = {"target": target, "mode": mode, "workload": wl, "device": dev, "stat_device": stat_dev,
             "cpus": os.cpu_count(), "measuring_tid": str(threading.get_native_id()),
-            "hz": gb.HZ, "before": before, "after": after}
+            "hz": gb.HZ, "nullb_irqmode": int(gb.NULLB_IRQMODE), "before": before, "after": after}
     sd = f"/sys/block/{os.path.basename(dev)}/rust_loop"
     if os.path.isdir(sd):
         meta["nowait_max_depth"] = gb.read(f"{sd}/nowait_max_depth", "?")

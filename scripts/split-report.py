@@ -14,7 +14,9 @@ Under icount on one vCPU a task's run time in nanoseconds is the instructions it
             and XFS ("xfs-log/nullb0", "xfs-conv/..."), by the same name at either snapshot
   softirq   the ksoftirqd threads (softirqs run on an interrupt's exit are in the interrupted task)
   other     every other task but the measuring script; idle: the window's skipped time
-irq_share is /proc/stat's irq + softirq ticks over its busy ticks: an estimate, included above.
+irq_share and softirq_share are /proc/stat's irq and softirq ticks over its busy ticks (the
+kernel samples the context at each tick: an estimate, of time inside the classes above; the
+completion context of a device that interrupts, with SPLIT_NULLB_IRQMODE=2).
 Writes DIR/split.json and DIR/split.md. Exit status 1 when no cell could be read.
 """
 
@@ -88,7 +90,9 @@ def cell_split(path):
         "busy_share": busy / window if window else 0,
         "worker_threads": len(workers),
         "busiest_worker_per_io": max(workers.values(), default=0) / ios,
-        "irq_share": (dj[5] + dj[6]) / busy_ticks if busy_ticks > 0 else 0,
+        "irq_share": dj[5] / busy_ticks if busy_ticks > 0 else 0,
+        "softirq_share": dj[6] / busy_ticks if busy_ticks > 0 else 0,
+        "nullb_irqmode": m.get("nullb_irqmode", 0),
         "other_top": sorted(((k, v / ios) for k, v in others.items()), key=lambda kv: -kv[1])[:4],
         "exact": m.get("cpus", 1) == 1,
     })
@@ -123,16 +127,18 @@ def main():
          "submit: the fio tasks; workers: the driver's threads (all; the busiest one); "
          "backing: the backing file system's kworkers (writeback, XFS); "
          "softirq: ksoftirqd; other: other tasks; busy: the window's share not idle; "
-         "irq: share of busy ticks in interrupts (estimate, inside the columns before).", "",
+         "irq / softirq: shares of busy ticks in interrupts and in softirqs (estimates, inside "
+         "the columns before); null_blk irqmode "
+         f"{'/'.join(sorted({str(c['nullb_irqmode']) for c in cells}))}.", "",
          "| mode | workload | target | I/Os | total | submit | workers | busiest worker | threads "
-         "| backing | softirq | other | busy | irq |",
+         "| backing | softirq | other | busy | irq / softirq |",
          "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for c in cells:
         i = c["instr_per_io"]
         L.append(f"| {c['mode']} | {c['workload']} | {c['target']} | {c['ios']:,} | {fmt(c['total_per_io'])} "
                  f"| {fmt(i['submit'])} | {fmt(i['worker'])} | {fmt(c['busiest_worker_per_io'])} "
                  f"| {c['worker_threads']} | {fmt(i['backing'])} | {fmt(i['softirq'])} | {fmt(i['other'])} "
-                 f"| {c['busy_share']:.2f} | {c['irq_share']:.2f} |")
+                 f"| {c['busy_share']:.2f} | {c['irq_share']:.2f} / {c['softirq_share']:.2f} |")
     if errors:
         L += ["", "Cells that could not be read:"] + [f"- {e}" for e in errors]
     with open(f"{root}/split.md", "w") as f:
