@@ -10,6 +10,11 @@ completed (/proc/diskstats). Under `-icount shift=0,sleep=off` on one vCPU a tas
 the instructions it executed (interrupts taken while it ran included); idle time is skipped
 time, no instructions. One SPLIT_OUT/<cell>.json per cell; scripts/split-report.py classifies.
 
+Buffered cells run with steady writeback (vm.dirty_background_bytes = 16 MiB): each window pays
+for writing back what it dirtied, whichever driver runs. With the default threshold (a tenth of
+memory) writeback of the backing file starts inside one driver's window and not the other's, by
+timing alone.
+
 Environment (scripts/split.sh sets them):
   SPLIT_TARGETS    comma list of raw, loop, rust_loop (default policy), rust_loop_inline
                    (nowait_max_depth=4096: deep queues stay inline), rust_loop_worker
@@ -93,6 +98,19 @@ def snapshot(stat_dev):
             "cpu_jiffies": cpu, "threads": threads()}
 
 
+VM = "/proc/sys/vm"
+STEADY_WRITEBACK = str(16 << 20)
+
+
+def steady_writeback(on):
+    """Background writeback from 16 MiB of dirty pages (on), or the kernel's default ratio back.
+    Writing one of the two sysctls clears the other."""
+    if on:
+        gb.write(f"{VM}/dirty_background_bytes", STEADY_WRITEBACK)
+    else:
+        gb.write(f"{VM}/dirty_background_ratio", "10")
+
+
 def run_cell(target, mode, wl, dev, stat_dev, backing):
     cell = f"{target}-{mode}-{wl}"
     gb.RUNTIME = LEAD + RUNTIME + TAIL
@@ -117,7 +135,9 @@ def run_cell(target, mode, wl, dev, stat_dev, backing):
         raise RuntimeError(f"fio failed ({fio.returncode}) or no I/O in the window: {ferr[-400:]}")
     meta = {"target": target, "mode": mode, "workload": wl, "device": dev, "stat_device": stat_dev,
             "cpus": os.cpu_count(), "measuring_tid": str(threading.get_native_id()),
-            "hz": gb.HZ, "nullb_irqmode": int(gb.NULLB_IRQMODE), "before": before, "after": after}
+            "hz": gb.HZ, "nullb_irqmode": int(gb.NULLB_IRQMODE),
+            "dirty_background_bytes": int(gb.read(f"{VM}/dirty_background_bytes", "0")),
+            "before": before, "after": after}
     sd = f"/sys/block/{os.path.basename(dev)}/rust_loop"
     if os.path.isdir(sd):
         meta["nowait_max_depth"] = gb.read(f"{sd}/nowait_max_depth", "?")
@@ -145,6 +165,7 @@ def main():
             if target not in ("raw", "loop", "rust_loop") and mode != "dio":
                 continue  # buffered I/O always goes to the worker: the policy does not apply
             dev, _ = drv.attach(backing, mode)
+            steady_writeback(mode == "buffered")
             stat_dev = "nullb0" if target == "raw" else os.path.basename(dev)
             try:
                 if depth is not None:
@@ -156,6 +177,7 @@ def main():
                         failures += 1
                         gb.log(f"FAIL {target}-{mode}-{wl}: {e}")
             finally:
+                steady_writeback(False)
                 if depth is not None:
                     gb.write(f"/sys/block/{stat_dev}/rust_loop/nowait_max_depth", "1")
                 drv.detach(dev)

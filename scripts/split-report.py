@@ -93,6 +93,7 @@ def cell_split(path):
         "irq_share": dj[5] / busy_ticks if busy_ticks > 0 else 0,
         "softirq_share": dj[6] / busy_ticks if busy_ticks > 0 else 0,
         "nullb_irqmode": m.get("nullb_irqmode", 0),
+        "dirty_background_bytes": m.get("dirty_background_bytes", 0),
         "other_top": sorted(((k, v / ios) for k, v in others.items()), key=lambda kv: -kv[1])[:4],
         "exact": m.get("cpus", 1) == 1,
     })
@@ -129,7 +130,9 @@ def main():
          "softirq: ksoftirqd; other: other tasks; busy: the window's share not idle; "
          "irq / softirq: shares of busy ticks in interrupts and in softirqs (estimates, inside "
          "the columns before); null_blk irqmode "
-         f"{'/'.join(sorted({str(c['nullb_irqmode']) for c in cells}))}.", "",
+         f"{'/'.join(sorted({str(c['nullb_irqmode']) for c in cells}))}; buffered cells' "
+         "background writeback from "
+         f"{'/'.join(sorted({str(c['dirty_background_bytes'] >> 20) + ' MiB' if c['dirty_background_bytes'] else 'a tenth of memory' for c in cells if c['mode'] == 'buffered'})) or '-'}.", "",
          "| mode | workload | target | I/Os | total | submit | workers | busiest worker | threads "
          "| backing | softirq | other | busy | irq / softirq |",
          "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
