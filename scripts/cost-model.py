@@ -9,7 +9,8 @@ A bottleneck model, no queueing: each design's IOPS on N CPUs at R instructions 
 CPU is the least of
   device     D, the backing device's IOPS at depth (the raw file reaches it when CPUs allow);
   CPUs       N * R / total          every instruction of an I/O, on any CPU;
-  submitters min(J, N) * R / submit J jobs (fio tasks), each a serial thread;
+  submitters min(J, N) * R / submit J jobs (fio tasks), each a serial thread (the softirqs,
+                                    writeback and other threads count in CPUs only);
   workers    W * R / worker         W serial worker threads, each a request's worker share
                                     (loop.c: 1 per cgroup; rust_loop: one per hardware queue in
                                     use, min(queues, J, N));
@@ -43,8 +44,9 @@ def costs(split):
     out = {}
     for c in split["cells"]:
         i = c["instr_per_io"]
-        k = {"total": c["total_per_io"], "submit": i["submit"] + i.get("backing", 0) + i["softirq"]
-             + i["other"],
+        # Only the fio tasks are a job's serial chain: ksoftirqd, the backing file system's
+        # kworkers and other tasks run beside it, on any CPU (in `total`).
+        k = {"total": c["total_per_io"], "submit": i["submit"],
              "worker": i["worker"], "busiest": c["busiest_worker_per_io"],
              "threads": c["worker_threads"]}
         out[(c["mode"], c["workload"], c["target"])] = k
