@@ -136,6 +136,7 @@ def run_cell(target, mode, wl, dev, stat_dev, backing):
     meta = {"target": target, "mode": mode, "workload": wl, "device": dev, "stat_device": stat_dev,
             "cpus": os.cpu_count(), "measuring_tid": str(threading.get_native_id()),
             "hz": gb.HZ, "nullb_irqmode": int(gb.NULLB_IRQMODE),
+            "irq_time_accounting": ENV.get("SPLIT_IRQ_TIME") == "1",
             "dirty_background_bytes": int(gb.read(f"{VM}/dirty_background_bytes", "0")),
             "before": before, "after": after}
     sd = f"/sys/block/{os.path.basename(dev)}/rust_loop"

@@ -14,9 +14,13 @@ Under icount on one vCPU a task's run time in nanoseconds is the instructions it
             and XFS ("xfs-log/nullb0", "xfs-conv/..."), by the same name at either snapshot
   softirq   the ksoftirqd threads (softirqs run on an interrupt's exit are in the interrupted task)
   other     every other task but the measuring script; idle: the window's skipped time
-irq_share and softirq_share are /proc/stat's irq and softirq ticks over its busy ticks (the
-kernel samples the context at each tick: an estimate, of time inside the classes above; the
-completion context of a device that interrupts, with SPLIT_NULLB_IRQMODE=2).
+  interrupt (KERNEL=irqtime only: interrupt time accounted apart) /proc/stat's irq + softirq
+            time, which the tasks' run times then leave out: what runs in interrupt and
+            softirq context (the completions of a device that interrupts, SPLIT_NULLB_IRQMODE=2),
+            idle or not; in USER_HZ units (10 ms), so give it a few seconds (SPLIT_RUNTIME)
+irq_share and softirq_share are /proc/stat's irq and softirq over its busy time. Without
+interrupt time accounting they are tick samples (a tick cannot land inside an interrupt, so the
+irq share reads 0) and the interrupts' instructions count in the task they interrupted.
 Writes DIR/split.json and DIR/split.md. Exit status 1 when no cell could be read.
 """
 
@@ -25,7 +29,7 @@ import json
 import os
 import sys
 
-CLASSES = ["submit", "worker", "backing", "softirq", "other"]
+CLASSES = ["submit", "worker", "backing", "softirq", "other", "interrupt"]
 
 
 def workqueue_of(comm):
@@ -73,10 +77,12 @@ def cell_split(path):
             name = comm.split("/")[0]
             others[name] = others.get(name, 0) + d
     window = (a["monotonic_ns"] - b["monotonic_ns"]) * m.get("cpus", 1)
-    busy = sum(ns.values())
     j0, j1 = b["cpu_jiffies"], a["cpu_jiffies"]
     dj = [y - x for x, y in zip(j0, j1)]
     busy_ticks = sum(dj[:8]) - dj[3] - dj[4]
+    if m.get("irq_time_accounting"):
+        ns["interrupt"] = (dj[5] + dj[6]) * 10**9 // m.get("hz", 100)
+    busy = sum(ns.values())
     res = {k: m[k] for k in ("target", "mode", "workload", "cpus") if k in m}
     res.update({
         "nowait_max_depth": m.get("nowait_max_depth"),
@@ -94,6 +100,7 @@ def cell_split(path):
         "softirq_share": dj[6] / busy_ticks if busy_ticks > 0 else 0,
         "nullb_irqmode": m.get("nullb_irqmode", 0),
         "dirty_background_bytes": m.get("dirty_background_bytes", 0),
+        "irq_time_accounting": bool(m.get("irq_time_accounting")),
         "other_top": sorted(((k, v / ios) for k, v in others.items()), key=lambda kv: -kv[1])[:4],
         "exact": m.get("cpus", 1) == 1,
     })
@@ -127,20 +134,22 @@ def main():
          f"{'/'.join(str(c) for c in cpus)} vCPU{'' if cpus == [1] else 's: run time, not instructions'}). "
          "submit: the fio tasks; workers: the driver's threads (all; the busiest one); "
          "backing: the backing file system's kworkers (writeback, XFS); "
-         "softirq: ksoftirqd; other: other tasks; busy: the window's share not idle; "
+         "softirq: ksoftirqd; other: other tasks; interrupt: interrupt and softirq context "
+         "(KERNEL=irqtime only); busy: the window's share not idle; "
          "irq / softirq: shares of busy ticks in interrupts and in softirqs (estimates, inside "
          "the columns before); null_blk irqmode "
          f"{'/'.join(sorted({str(c['nullb_irqmode']) for c in cells}))}; buffered cells' "
          "background writeback from "
          f"{'/'.join(sorted({str(c['dirty_background_bytes'] >> 20) + ' MiB' if c['dirty_background_bytes'] else 'a tenth of memory' for c in cells if c['mode'] == 'buffered'})) or '-'}.", "",
          "| mode | workload | target | I/Os | total | submit | workers | busiest worker | threads "
-         "| backing | softirq | other | busy | irq / softirq |",
-         "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+         "| backing | softirq | other | interrupt | busy | irq / softirq |",
+         "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for c in cells:
         i = c["instr_per_io"]
         L.append(f"| {c['mode']} | {c['workload']} | {c['target']} | {c['ios']:,} | {fmt(c['total_per_io'])} "
                  f"| {fmt(i['submit'])} | {fmt(i['worker'])} | {fmt(c['busiest_worker_per_io'])} "
                  f"| {c['worker_threads']} | {fmt(i['backing'])} | {fmt(i['softirq'])} | {fmt(i['other'])} "
+                 f"| {fmt(i['interrupt']) if c['irq_time_accounting'] else '–'} "
                  f"| {c['busy_share']:.2f} | {c['irq_share']:.2f} / {c['softirq_share']:.2f} |")
     if errors:
         L += ["", "Cells that could not be read:"] + [f"- {e}" for e in errors]

@@ -17,7 +17,9 @@
 #   SPLIT_CPUS       vCPUs (default 1; with more, run times are guest time, not instructions)
 #   SPLIT_OUT_DIR    results directory (default results/split)
 #   SPLIT_NULLB_IRQMODE  null_blk's completions (default 0, on the submitter's stack; 2: a timer
-#                    interrupt, as a device that interrupts: its cost shows in the irq column)
+#                    interrupt, as a device that interrupts). With KERNEL=irqtime (interrupt time
+#                    accounted apart) the instructions run in interrupt and softirq context get
+#                    their own column; on other kernels they count in the task they interrupted.
 #
 # Output: results/split/split.json (every cell: I/Os, instructions per I/O by thread class) and
 # split.md (the table), from each cell's snapshots (<cell>.json; scripts/split-report.py).
@@ -38,7 +40,7 @@ say "split: ${SPLIT_CPUS:-1} vCPU(s), icount, ${SPLIT_RUNTIME:-2} s per cell"
 VM_CPUS=${SPLIT_CPUS:-1} VM_QEMU_OPTS="-icount shift=0,sleep=off" bash scripts/vm.sh -- env \
 	SPLIT_TARGETS="${SPLIT_TARGETS:-}" SPLIT_MODES="${SPLIT_MODES:-}" SPLIT_WORKLOADS="${SPLIT_WORKLOADS:-}" \
 	SPLIT_RUNTIME="${SPLIT_RUNTIME:-2}" SPLIT_OUT="$(cd "$out" && pwd)" \
-	BENCH_NULLB_IRQMODE="${SPLIT_NULLB_IRQMODE:-0}" \
+	BENCH_NULLB_IRQMODE="${SPLIT_NULLB_IRQMODE:-0}" SPLIT_IRQ_TIME="$([ "$KERNEL" = irqtime ] && echo 1 || echo 0)" \
 	python3 scripts/guest-split.py || say "split: the guest reported failed cells (see above)"
 python3 scripts/split-report.py "$out" || die "split-report failed"
 cat "$out/split.md"
