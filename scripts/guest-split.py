@@ -133,6 +133,10 @@ def run_cell(target, mode, wl, dev, stat_dev, backing):
     _, ferr = fio.communicate()
     if fio.returncode != 0 or after["ios"] <= before["ios"]:
         raise RuntimeError(f"fio failed ({fio.returncode}) or no I/O in the window: {ferr[-400:]}")
+    if not any(ns > before["threads"].get(tid, [c, 0])[1] for tid, (c, ns) in after["threads"].items()
+               if c == "fio"):
+        raise RuntimeError("the fio tasks show no run time: this kernel keeps no per-task "
+                           "run times (/proc/PID/schedstat needs CONFIG_SCHED_INFO)")
     meta = {"target": target, "mode": mode, "workload": wl, "device": dev, "stat_device": stat_dev,
             "cpus": os.cpu_count(), "measuring_tid": str(threading.get_native_id()),
             "hz": gb.HZ, "nullb_irqmode": int(gb.NULLB_IRQMODE),
