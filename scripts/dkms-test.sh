@@ -201,8 +201,12 @@ echo "e2fsck: clean"
 losetup -d "$dev" || fail "losetup -d failed"
 
 step "modprobe -r loop"
-for i in $(seq 50); do loaded rust_loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
-! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop"
+# The detach's last close sends a uevent, for which udev opens the device (blkid): until it has
+# closed it the module is in use, as loop.ko would be. Wait for udev, then up to 30 s.
+udevadm settle --timeout=60 2>/dev/null || true
+for i in $(seq 150); do loaded rust_loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
+! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop: $(modprobe -r loop 2>&1)" \
+	"(refcnt $(cat /sys/module/rust_loop/refcnt 2>/dev/null); holders: $(ls /sys/module/rust_loop/holders 2>/dev/null))"
 echo "rust_loop unloaded"
 
 step "autoloading: modprobe char-major-10-237 (what opening /dev/loop-control asks for)"
