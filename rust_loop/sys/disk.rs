@@ -578,7 +578,7 @@ impl<T: DiskOps> Disk<T> {
         _hctx_idx: core::ffi::c_uint,
     ) {
         // SAFETY: The PDU was initialised by `init_request_callback` and is unused from now on.
-        unsafe { RequestPdu::<T>::drop(rq) };
+        unsafe { RequestPdu::<T>::drop_in_place(rq) };
     }
 
     /// `block_device_operations::open`.

@@ -60,8 +60,8 @@ pub(crate) enum ReqOp {
 /// # Invariants
 ///
 /// The wrapped `struct request` belongs to the queue of a [`super::Disk<T>`] (its PDU an
-/// initialised [`RequestPdu<T>`]) and is owned by the driver (started, not yet ended) for as long as a
-/// reference to this type exists.
+/// initialised [`RequestPdu<T>`]) and is owned by the driver (started, not yet ended) for as
+/// long as a reference to this type exists.
 #[repr(transparent)]
 pub(crate) struct Request<T: DiskOps>(Opaque<bindings::request>, PhantomData<T>);
 
@@ -191,7 +191,7 @@ impl<T: DiskOps> RequestPdu<T> {
     ///
     /// `rq` must be a request of the tag set of a `Disk<T>` whose PDU [`Self::init`]
     /// initialised, unused from now on.
-    pub(super) unsafe fn drop(rq: *mut bindings::request) {
+    pub(super) unsafe fn drop_in_place(rq: *mut bindings::request) {
         // SAFETY: The caller's contract.
         unsafe { core::ptr::drop_in_place(Self::of(rq)) }
     }
