@@ -12,6 +12,7 @@
 #   make split           instructions per I/O by thread class (submitters, workers, interrupts), icount
 #   make lifecycle       device create/bind/read/unbind/remove rates and idle cost, both drivers
 #   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/profile.sh)
+#   make insn-profile    exact kernel instructions per I/O by function, drivers side by side (scripts/insn-profile.sh)
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (docs/testing.md "fstests")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
 #   make toolchains      build with the stock kernel's rustc and with the project's (both warning-free)
@@ -27,7 +28,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile split lifecycle fstests fmt fmtcheck clippy deb toolchains
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb toolchains
 
 all: modules
 
@@ -76,6 +77,9 @@ perfcheck:
 
 profile:
 	bash scripts/profile.sh
+
+insn-profile:
+	bash scripts/insn-profile.sh
 
 split:
 	bash scripts/split.sh

@@ -52,7 +52,7 @@ def main():
     iops = j["read"]["iops"] + j["write"]["iops"]
     head = (f"# {DRIVER} {MODE} {WL}: {iops:,.0f} IOPS = {1e9 / iops:,.0f} instructions per I/O "
             f"(icount); samples: cpu-clock at {FREQ} Hz of guest time, whole guest\n")
-    for name, sort in (("report.txt", "sym"), ("by-dso.txt", "dso")):
+    for name, sort in (("report.txt", "sym"), ("by-dso.txt", "dso"), ("by-thread.txt", "comm,sym")):
         rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", sort,
                               "--percent-limit", "0.2"], text=True, capture_output=True)
         gb.write(f"{OUT}/{name}", head + rep.stdout + (rep.stderr[-400:] if rep.returncode else ""))

@@ -16,9 +16,11 @@
 #   PROFILE_CALLGRAPH 1: also record call chains (perf -g; the kernel's guess unwinder makes them
 #                     approximate) into callers.txt
 #   PROFILE_PARAMS    rust_loop module parameters (e.g. nowait_max_depth=0), part of the result's name
+#   PROFILE_NULLB_IRQMODE  null_blk's completions: 0 on the submitter's stack (default), 1 softirq,
+#                     2 a timer interrupt 10 us later (as hardware); part of the result's name if not 0
 #
 # Output in results/profile/<driver>-<mode>-<workload>/: perf.data, report.txt (symbols by share
-# of samples, kernel and user), by-dso.txt, fio.json (IOPS: 1e9 / IOPS = instructions per I/O),
+# of samples, kernel and user), by-dso.txt, by-thread.txt (by task name, then symbol), fio.json (IOPS: 1e9 / IOPS = instructions per I/O),
 # and the driver's counters. perf is the host's (linux-perf, installed here if missing: the guest
 # shares the host's root); its version need not match the kernel's for cpu-clock samples.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -30,6 +32,7 @@ case "$PROFILE_DRIVER" in rust_loop | rust_loop_mq2 | loop | raw) ;; *) die "PRO
 case "$PROFILE_MODE" in dio | buffered) ;; *) die "PROFILE_MODE: dio or buffered" ;; esac
 [[ "${PROFILE_RUNTIME:-2}" =~ ^[1-9][0-9]*$ ]] || die "PROFILE_RUNTIME must be a number of seconds"
 [[ "${PROFILE_FREQ:-20000}" =~ ^[1-9][0-9]*$ ]] || die "PROFILE_FREQ must be a number"
+[[ "${PROFILE_NULLB_IRQMODE:-0}" =~ ^[012]$ ]] || die "PROFILE_NULLB_IRQMODE must be 0, 1 or 2"
 
 if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ] && [ "${BENCH_NO_SETUP:-0}" != 1 ]; then
 	bash scripts/setup.sh
@@ -41,11 +44,13 @@ if ! command -v perf >/dev/null; then
 fi
 bash scripts/kernel.sh >/dev/null
 make -s modules >&2 || die "module build failed"
+irq=${PROFILE_NULLB_IRQMODE:-0}
 out=results/profile/$PROFILE_DRIVER-$PROFILE_MODE-$PROFILE_WORKLOAD${PROFILE_PARAMS:+-${PROFILE_PARAMS// /-}}
+[ "$irq" = 0 ] || out+=-irqmode$irq
 rm -rf "$out" && mkdir -p "$out"
 VM_QEMU_OPTS="-icount shift=0,sleep=off" bash scripts/vm.sh -- env PROFILE_DRIVER="$PROFILE_DRIVER" \
 	PROFILE_MODE="$PROFILE_MODE" PROFILE_WORKLOAD="$PROFILE_WORKLOAD" \
 	PROFILE_RUNTIME="${PROFILE_RUNTIME:-2}" PROFILE_CALLGRAPH="${PROFILE_CALLGRAPH:-0}" PROFILE_FREQ="${PROFILE_FREQ:-20000}" \
-	BENCH_RUST_LOOP_PARAMS="${PROFILE_PARAMS:-}" PROFILE_OUT="$ROOT/$out" python3 scripts/guest-profile.py || die "the guest profile failed"
+	BENCH_RUST_LOOP_PARAMS="${PROFILE_PARAMS:-}" BENCH_NULLB_IRQMODE="$irq" PROFILE_OUT="$ROOT/$out" python3 scripts/guest-profile.py || die "the guest profile failed"
 say "profile: $out/report.txt"
 head -n 60 "$out/report.txt"
