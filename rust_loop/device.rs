@@ -286,6 +286,17 @@ impl LoopDevice {
         unsafe { self.hw_queues.get(rq.hw_queue()) }
     }
 
+    /// The worker that runs `rq` for the root cgroup: its hardware queue's, or a sibling's when
+    /// that one has requests waiting ([`super::dispatch::spread_worker`]). The borrow is the
+    /// request's: the queues stay while it is in flight.
+    pub(crate) fn hw_queue_worker<'r>(
+        &'r self,
+        rq: &'r Request<LoopDisk>,
+    ) -> Option<&'r KthreadWorker> {
+        // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
+        unsafe { self.hw_queues.worker_for(&self.stats, rq.hw_queue()) }
+    }
+
     /// Calls `f` with the number of requests started on each hardware queue.
     pub(crate) fn hw_queue_requests<R>(
         &self,

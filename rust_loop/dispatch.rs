@@ -39,7 +39,7 @@
 use super::{
     backing::IoState,
     stats::DevStats,
-    sys::{now_ns, DiskOps, Queue, ReqOp, Request},
+    sys::{now_ns, DiskOps, KthreadWorker, Queue, ReqOp, Request},
 };
 use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
@@ -64,6 +64,33 @@ pub(crate) const SHARED_QUEUE_DEPTH: u32 = 16;
 /// task keeps submitting while it is in flight (see [`QueueLoad::probe`]). A task that waits
 /// for each request pays the worker's latency once per interval.
 const PROBE_INTERVAL: u32 = 256;
+
+/// The worker that runs a request of hardware queue `k` (of `queues`, wrapping around) on the
+/// root cgroup: that queue's own, unless requests already wait for it while none wait for the
+/// next queue's, which then takes this one. A single task that keeps a deep queue on one
+/// hardware queue so has two workers submitting for it, on two CPUs, rather than one worker
+/// whose thread is the ceiling of its I/O rate (loop.c's, with one worker per cgroup;
+/// BENCHMARKS.md "Many cores"). Requests of a queue whose worker keeps up stay with it; with
+/// one hardware queue nothing changes. The order in which requests reach the backing file is
+/// not kept across workers, as blk-mq does not keep it across hardware queues.
+/// Counted in `worker_spread` when the next queue's worker takes it.
+pub(crate) fn spread_worker<'a, Q>(
+    stats: &DevStats,
+    queues: &'a [Q],
+    k: usize,
+    worker: impl Fn(&'a Q) -> &'a KthreadWorker,
+) -> Option<&'a KthreadWorker> {
+    let n = queues.len();
+    let own = worker(queues.get(k.checked_rem(n)?)?);
+    if n > 1 && own.has_queued() {
+        let next = worker(queues.get((k + 1) % n)?);
+        if !next.has_queued() {
+            stats.worker_spread.fetch_add(1, Ordering::Relaxed);
+            return Some(next);
+        }
+    }
+    Some(own)
+}
 
 /// How `queue_rq` should run a request, from the pattern of the requests of its hardware queue.
 ///

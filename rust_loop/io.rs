@@ -203,14 +203,16 @@ impl RequestAio for LoopDisk {
 pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool) {
     let op = rq.op();
     dev.policy.queued(op);
+    // None for the root cgroup: the workers' own.
     let cgroups = IoCgroups::of(&rq);
     // Starting a thread waits for kthreadd: not from memory reclaim, which may be waiting
     // for this very device.
-    let claim = dev
-        .cgroup_workers
-        .get(&cgroups, may_sleep && !super::sys::in_reclaim());
+    let claim = cgroups.as_ref().and_then(|cgroups| {
+        dev.cgroup_workers
+            .get(cgroups, may_sleep && !super::sys::in_reclaim())
+    });
     let cmd = rq.pdu_mut();
-    cmd.cgroups = Some(cgroups);
+    cmd.cgroups = cgroups;
     cmd.cgroup_worker = claim;
     dev.stats.worker_queued.fetch_add(1, Ordering::Relaxed);
     if let Err(mut rq) = rq.queue_to_worker() {
@@ -224,11 +226,11 @@ pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool)
 
 impl RequestWork for LoopDisk {
     /// The worker of the issuer's blkcg when the command holds a claim on one, else that of
-    /// its hardware queue.
+    /// its hardware queue or of a sibling queue ([`super::dispatch::spread_worker`]).
     fn worker<'r>(dev: &'r LoopDevice, rq: &'r LoopRq) -> Option<&'r KthreadWorker> {
         match &rq.pdu().cgroup_worker {
             Some(claim) => Some(&claim.worker),
-            None => dev.hw_queue_of(rq).map(|q| &q.worker),
+            None => dev.hw_queue_worker(rq),
         }
     }
 

@@ -35,12 +35,15 @@ counters! {
     nowait_eagain: AtomicU64,
     /// Commands run by the worker.
     worker_submissions: AtomicU64,
+    /// Commands given to the worker of the next hardware queue, their own queue's having
+    /// some waiting (`dispatch::spread_worker`).
+    worker_spread: AtomicU64,
     /// Requests completed on the stack that finished them.
     completions_here: AtomicU64,
     /// Requests completed through `blk_mq_complete_request`.
     completions_deferred: AtomicU64,
     /// Requests ended by the batch of the worker that finished them
-    /// ([`super::sys::CompletionBatch`]).
+    /// ([`super::sys::Backlog`]).
     completions_batched: AtomicU64,
     /// Bytes read from the backing file.
     read_bytes: AtomicU64,

@@ -12,8 +12,10 @@ CPU is the least of
   submitters min(J, N) * R / submit J jobs (fio tasks), each a serial thread (the softirqs,
                                     writeback and other threads count in CPUs only);
   workers    W * R / worker         W serial worker threads, each a request's worker share
-                                    (loop.c: 1 per cgroup; rust_loop: one per hardware queue in
-                                    use, min(queues, J, N));
+                                    (loop.c: 1 per cgroup; rust_loop: the workers of the
+                                    hardware queues in use and of their next queues, which take
+                                    requests while a busy queue's worker has some waiting
+                                    (dispatch.rs spread_worker): min(queues, 2 J));
 and for a job that waits for each I/O (psync, QD1): 1 / (total / R + L), all of it in series.
 Costs are instructions per I/O from split.json (one vCPU, icount: exact), per design:
   raw             the file, O_DIRECT (submit only)
@@ -21,7 +23,7 @@ Costs are instructions per I/O from split.json (one vCPU, icount: exact), per de
   rust_loop       the default policy, 1 hardware queue (the module's default today)
   rust_loop_inline / rust_loop_worker   deep queues inline / every request on the worker
   rust_loop_percpu  the default policy with a hardware queue per CPU: rust_loop's costs, W =
-                  min(N, J, MAX_QUEUES) workers (max_queues: --max-queues, default 8)
+                  min(queues, 2 J) workers, queues = min(N, MAX_QUEUES) (--max-queues, default 8)
 --check compares the 1- and 2-CPU projections with wall-clock runs (scripts/guest-bench.py's
 bench.json of VM_CPUS=1 and VM_CPUS=2 runs, given as ONE.json,TWO.json): IOPS, with R fitted on
 the one-CPU run's raw cells, and the scaling (2 CPUs over 1, 2 hardware queues over 1), where R
@@ -61,7 +63,8 @@ def workers(design, n, jobs, max_queues, measured_threads):
     if design == "loop":
         return 1  # one worker per blkcg: every fio job here is in the root cgroup
     if design == "rust_loop_percpu":
-        return max(1, min(n, jobs, max_queues))
+        queues = max(1, min(n, max_queues))
+        return min(queues, 2 * jobs)
     return max(1, measured_threads)  # one hardware queue: its worker (cgroup workers aside)
 
 

@@ -244,6 +244,53 @@ t_mq_fio_verify_4_queues_12_jobs() {
 	scratch_umount
 }
 
+# switches_of PID: the voluntary context switches of a thread (one per time it ran out of work)
+switches_of() { awk '/^voluntary_ctxt_switches/ { print $2 }' "/proc/$1/status"; }
+
+# One task keeping a deep queue on one hardware queue: when its queue's worker has requests
+# waiting and the other queue's has none, the other worker takes them (dispatch.rs
+# `spread_worker`), so both workers run its requests, while blk-mq dispatched all of them on the
+# task's own hardware queue. The data is checked too.
+t_mq_deep_submitter_spreads_over_two_workers() {
+	[ "$(nproc)" -ge 2 ] || fail "needs 2 CPUs in the VM (have $(nproc))"
+	load_rust_loop nr_hw_queues=2 max_loop=1 nowait_max_depth=0
+	scratch_fs xfs
+	fallocate -l 256M "$SCRATCH/img"
+	local dev pids p before=() after=() i reqs0 reqs1
+	dev=$(attach "$SCRATCH/img" --direct-io=on)
+	assert_sys "$dev" loop/dio 1
+	read -r -a pids <<<"$(worker_pids 0)"
+	assert_eq "${#pids[@]}" 2 "worker threads"
+	for p in "${pids[@]}"; do before+=("$(switches_of "$p")"); done
+	reqs0=$(stat_of "$dev" hw_queue_requests)
+	local spread0 spread1
+	spread0=$(stat_of "$dev" worker_spread)
+	taskset -c 0 fio --name=deep --filename="$dev" --direct=1 --ioengine=libaio --iodepth=32 \
+		--rw=randrw --bs=4k --size=64M --runtime=4 --time_based --verify=crc32c \
+		--verify_fatal=1 --output="$T/fio.out" >/dev/null || fail "fio failed: $(tail -n 20 "$T/fio.out")"
+	reqs1=$(stat_of "$dev" hw_queue_requests)
+	spread1=$(stat_of "$dev" worker_spread)
+	for p in "${pids[@]}"; do after+=("$(switches_of "$p")"); done
+	log "requests per hardware queue before: $reqs0 after: $reqs1; worker switches before: ${before[*]} after: ${after[*]}; worker_spread $spread0 -> $spread1"
+	# blk-mq maps CPU 0 to the first hardware queue: the other one started (almost) nothing.
+	local q0 q1
+	q0=$(($(echo "$reqs1" | cut -d' ' -f1) - $(echo "$reqs0" | cut -d' ' -f1)))
+	q1=$(($(echo "$reqs1" | cut -d' ' -f2) - $(echo "$reqs0" | cut -d' ' -f2)))
+	[ "$q0" -gt 1000 ] && [ "$q1" -lt $((q0 / 100 + 10)) ] ||
+		fail "requests started per queue: $q0 and $q1 (expected all on the first)"
+	[ $((spread1 - spread0)) -ge $((q0 / 20)) ] ||
+		fail "worker_spread counted $((spread1 - spread0)) of $q0 requests (expected at least 5 %)"
+	# A worker that takes a share of the task's requests runs out of work over and over; the
+	# second queue's worker would otherwise run only what its own queue started (q1).
+	local min=$((q0 / 50 + q1 + 50))
+	for i in 0 1; do
+		[ $((after[i] - before[i])) -ge "$min" ] ||
+			fail "worker $i (PID ${pids[i]}) ran out of work $((after[i] - before[i])) times (< $min): it took (almost) none of the task's requests"
+	done
+	detach "$dev"
+	scratch_umount
+}
+
 # ----- cgroups -----
 
 CG=/sys/fs/cgroup

@@ -74,4 +74,20 @@ impl HwQueues {
             n => queues.get(hw_queue as usize % n),
         }
     }
+
+    /// The worker for a request in flight of hardware queue `hw_queue`
+    /// ([`super::super::dispatch::spread_worker`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::get`].
+    pub(super) unsafe fn worker_for<'a>(
+        &'a self,
+        stats: &DevStats,
+        hw_queue: u32,
+    ) -> Option<&'a KthreadWorker> {
+        // SAFETY: Forwarded from the caller.
+        let queues: &[HwQueue] = unsafe { self.0.get() };
+        super::super::dispatch::spread_worker(stats, queues, hw_queue as usize, |q| &q.worker)
+    }
 }

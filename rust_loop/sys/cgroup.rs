@@ -55,16 +55,17 @@ pub(crate) struct IoCgroups {
 unsafe impl Send for IoCgroups {}
 
 impl IoCgroups {
-    /// The cgroups of the request's issuer (its first bio); none for the root blkcg, which the
-    /// workers are charged to already.
-    pub(crate) fn of<T: DiskOps>(rq: &Request<T>) -> Self {
+    /// The cgroups of the request's issuer (its first bio); none for the root blkcg (or a
+    /// request without a bio), which the workers are charged to already.
+    pub(crate) fn of<T: DiskOps>(rq: &Request<T>) -> Option<Self> {
         let mut blkcg = null_mut();
         let mut memcg = null_mut();
         // SAFETY: The request is in flight (type invariant of `Request`); the helper only reads
-        // its first bio and takes a reference on the memory cgroup it returns.
+        // its first bio and takes a reference on the memory cgroup it returns (only for a
+        // blkcg it returns).
         unsafe { rust_loop_rq_cgroups(rq.as_raw().cast(), &mut blkcg, &mut memcg) };
         // INVARIANT: as returned by the helper.
-        Self { blkcg, memcg }
+        (!blkcg.is_null()).then_some(Self { blkcg, memcg })
     }
 
     /// A reference on the blkcg these cgroups charge I/O to, unless that is the root blkcg

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A `kthread_worker` (one kernel thread running queued `kthread_work` items in order) and the
-//! `kthread_work` item embedded in each command.
+//! `kthread_work` item embedded in each command, and the [`Backlog`] a worker carries from one
+//! command to the next (the plug of its submissions, the batch of its completions).
 //!
 //! C header: [`include/linux/kthread.h`](srctree/include/linux/kthread.h).
 
@@ -14,11 +15,11 @@ use kernel::{bindings, error::from_err_ptr, prelude::*, task::Task, types::Opaqu
 /// # Invariants
 ///
 /// `ptr` is a running worker created by `kthread_create_worker_on_node`, destroyed on drop;
-/// `batch` is its [`CompletionBatch`], set up for it, and stays at its address (boxed, never
+/// `batch` is its [`Backlog`], set up for it, and stays at its address (boxed, never
 /// moved out) until the worker has been destroyed.
 pub(crate) struct KthreadWorker {
     ptr: NonNull<bindings::kthread_worker>,
-    batch: KBox<CompletionBatch>,
+    batch: KBox<Backlog>,
 }
 
 // SAFETY: `kthread_queue_work` and `kthread_flush_worker` may be called from any thread.
@@ -46,13 +47,15 @@ impl KthreadWorker {
         // to it before this function returns.
         unsafe { bindings::wake_up_process(task) };
         let batch = match KBox::new(
-            CompletionBatch {
+            Backlog {
                 work: Opaque::uninit(),
                 worker: ptr,
                 task,
                 head: UnsafeCell::new(core::ptr::null_mut()),
                 tail: UnsafeCell::new(core::ptr::null_mut()),
                 in_run: UnsafeCell::new(false),
+                plug: Opaque::uninit(),
+                plugged: UnsafeCell::new(0),
             },
             GFP_KERNEL,
         ) {
@@ -68,6 +71,12 @@ impl KthreadWorker {
         // INVARIANT: the worker was created and started; the batch is set up for it, boxed,
         // before any item can be queued.
         Ok(Self { ptr, batch })
+    }
+
+    /// Whether items wait in the worker's queue, not yet started: a hint, read without the
+    /// worker's lock (an item may be queued or start at any moment).
+    pub(crate) fn has_queued(&self) -> bool {
+        self.batch.has_queued()
     }
 
     /// The process ID of the worker's thread.
@@ -91,7 +100,7 @@ impl<T: RequestWork> OwnedRequest<T> {
             return Err(self);
         };
         let worker = target.ptr;
-        let batch: *const CompletionBatch = &*target.batch;
+        let batch: *const Backlog = &*target.batch;
         let raw = self.into_raw();
         // SAFETY: `raw` is a request of a `Disk<T>`.
         let item = unsafe { work_of::<T>(raw.as_ptr()) };
@@ -124,7 +133,7 @@ impl<T: RequestWork> OwnedRequest<T> {
 pub(crate) trait RequestWork: DiskOps {
     /// The worker that runs `rq` ([`OwnedRequest::queue_to_worker`]), or none. It must stay
     /// alive until the request has ended (its completion may be collected in the worker's
-    /// [`CompletionBatch`], [`OwnedRequest::complete_in_batch`]): borrowed from the request
+    /// [`Backlog`], [`OwnedRequest::complete_in_batch`]): borrowed from the request
     /// or from its disk's data, it lives at least while the request is in flight.
     fn worker<'r>(data: &'r Self::Data, rq: &'r OwnedRequest<Self>) -> Option<&'r KthreadWorker>;
 
@@ -147,8 +156,8 @@ unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthrea
     // SAFETY: The batch of this worker, alive while its thread runs this item.
     let batch = unsafe { batch.as_ref() };
     if let Some(b) = batch {
-        // SAFETY: On the batch's thread.
-        unsafe { *b.in_run.get() = true };
+        // SAFETY: On the batch's thread, at the start of a request item.
+        unsafe { b.start_of_run() };
     }
     // SAFETY: `queue_to_worker` handed the ownership of the request to this item; `rq` is the
     // item's request (not null).
@@ -165,9 +174,13 @@ unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthrea
 
 impl Drop for KthreadWorker {
     fn drop(&mut self) {
-        // SAFETY: The worker is running (type invariant); it is destroyed exactly once, after
-        // running whatever was still queued.
-        unsafe { bindings::kthread_destroy_worker(self.ptr.as_ptr()) }
+        // SAFETY: The worker is running (type invariant). Its batch's item, queued before the
+        // destroy's flush item, ends a plug left open by a backlog; the worker is destroyed
+        // exactly once, after running whatever was still queued.
+        unsafe {
+            bindings::kthread_queue_work(self.ptr.as_ptr(), self.batch.work.get());
+            bindings::kthread_destroy_worker(self.ptr.as_ptr())
+        }
     }
 }
 
@@ -178,7 +191,7 @@ extern "C" {
 }
 
 /// A `struct kthread_work`, embedded in a request's PDU ([`RequestWork`]), with the request's
-/// place in a worker's [`CompletionBatch`].
+/// place in a worker's [`Backlog`].
 ///
 /// # Invariants
 ///
@@ -188,7 +201,7 @@ extern "C" {
 #[repr(C)]
 pub(crate) struct KthreadWork {
     work: Opaque<bindings::kthread_work>,
-    batch: *const CompletionBatch,
+    batch: *const Backlog,
     next: *mut KthreadWork,
     rq: *mut bindings::request,
 }
@@ -244,29 +257,111 @@ unsafe fn work_of<T: DiskOps>(rq: *mut bindings::request) -> *mut KthreadWork {
     unsafe { &raw mut (*RequestPdu::<T>::of(rq)).work }
 }
 
-/// The completions a worker thread collected while running the requests queued to it, ended
-/// together by one work item queued behind them: a worker that submits a backlog of requests
-/// whose backing I/O completes on its own stack (a backing device that completes at once)
-/// ends their requests, and wakes their submitters, once per backlog rather than once per
-/// request (loop.c gets the same batching from the BLOCK softirq, at the price of a ksoftirqd
-/// wake-up from task context).
+/// What a worker thread carries from one request item to the next while requests are queued
+/// to it:
+///
+/// - the plug that the backlog's submissions to the backing device collect in, handed to that
+///   device's driver together ([`PLUG_ITEMS`] items' worth at most; loop.c's worker submits
+///   each one on its own);
+/// - the completions it collected while running them, ended together by one work item queued
+///   behind them: a worker that submits a backlog of requests whose backing I/O completes on
+///   its own stack (a backing device that completes at once) ends their requests, and wakes
+///   their submitters, once per backlog rather than once per request (loop.c gets the same
+///   batching from the BLOCK softirq, at the price of a ksoftirqd wake-up from task context).
 ///
 /// # Invariants
 ///
 /// `work` is a `kthread_work` running `batch_work_fn`, queued only to `worker`, whose thread
-/// is `task`. `head` and `tail` (a list of request items linked by `next`, oldest first) and
-/// `in_run` are read and written only by `task`. `work` is queued whenever the list is not empty, except while
-/// `task` runs a request item (`in_run`), at whose end the list is ended or `work` queued.
-pub(crate) struct CompletionBatch {
+/// is `task`. `head` and `tail` (a list of request items linked by `next`, oldest first),
+/// `in_run`, `plug` and `plugged` are read and written only by `task`. `work` is queued
+/// whenever the list is not empty, except while `task` runs a request item (`in_run`), at whose
+/// end the list is ended or `work` queued. `plug` is `task`'s `current->plug` while `plugged`
+/// (request items run under it) is not 0; it is ended at the end of a request item after which
+/// none is queued, or after [`PLUG_ITEMS`] of them, and by `work`, which `KthreadWorker`'s drop
+/// queues before the worker's thread exits.
+pub(crate) struct Backlog {
     work: Opaque<bindings::kthread_work>,
     worker: NonNull<bindings::kthread_worker>,
     task: *mut bindings::task_struct,
     head: UnsafeCell<*mut KthreadWork>,
     tail: UnsafeCell<*mut KthreadWork>,
     in_run: UnsafeCell<bool>,
+    plug: Opaque<bindings::blk_plug>,
+    plugged: UnsafeCell<u32>,
 }
 
-impl CompletionBatch {
+/// Request items whose submissions one plug of a [`Backlog`] collects at most: enough
+/// to hand the backing device's driver a batch (`queue_rqs`) and to read the clock once for
+/// them, few enough that the first one waits little for the last.
+const PLUG_ITEMS: u32 = 8;
+
+impl Backlog {
+    /// Whether the worker has items queued (`list_empty` without the lock: a stale answer
+    /// only chooses between two correct ways).
+    fn has_queued(&self) -> bool {
+        let worker = self.worker.as_ptr();
+        // SAFETY: The worker is alive (its thread runs the caller).
+        unsafe {
+            let list = &raw mut (*worker).work_list;
+            core::ptr::read_volatile(&raw const (*list).next) != list
+        }
+    }
+
+    /// Whether the worker has at least two items queued; only on the worker's thread, the only
+    /// one that takes items off the list (so the first one stays while its `next` is read),
+    /// without the lock as [`Self::has_queued`].
+    ///
+    /// # Safety
+    ///
+    /// Only on the batch's thread.
+    unsafe fn has_queued_two(&self) -> bool {
+        let worker = self.worker.as_ptr();
+        // SAFETY: The worker is alive (its thread runs the caller). A first item read here is
+        // not taken off the list before this thread does so (the caller's contract).
+        unsafe {
+            let list = &raw mut (*worker).work_list;
+            let first = core::ptr::read_volatile(&raw const (*list).next);
+            first != list && core::ptr::read_volatile(&raw const (*first).next) != list
+        }
+    }
+
+    /// At the start of a request item: with two or more items queued behind it, starts the
+    /// plug that the submissions of the backlog collect in (up to [`PLUG_ITEMS`] items' worth),
+    /// as a task submitting several I/Os at once does (`io_submit`, `io_uring`). A plug costs
+    /// each bio a merge attempt with the plugged requests: for two requests it does not pay.
+    ///
+    /// # Safety
+    ///
+    /// Only on the batch's thread, at the start of a request item.
+    unsafe fn start_of_run(&self) {
+        // SAFETY: On the batch's thread (the caller's contract).
+        unsafe {
+            *self.in_run.get() = true;
+            let plugged = self.plugged.get();
+            if *plugged > 0 {
+                *plugged += 1;
+            } else if self.has_queued_two() {
+                *plugged = 1;
+                bindings::blk_start_plug(self.plug.get());
+            }
+        }
+    }
+
+    /// Submits what the backlog's plug collected, and ends the plug.
+    ///
+    /// # Safety
+    ///
+    /// Only on the batch's thread, in task context, outside a request's completion.
+    unsafe fn unplug(&self) {
+        // SAFETY: On the batch's thread (the caller's contract): the plug is the thread's
+        // `current->plug` while `plugged` is not 0.
+        unsafe {
+            if core::mem::replace(&mut *self.plugged.get(), 0) > 0 {
+                bindings::blk_finish_plug(self.plug.get());
+            }
+        }
+    }
+
     /// At the end of a request item: ends the collected requests now if nothing else is queued
     /// to the worker (a shallow queue pays no extra work item), else queues `work` behind the
     /// backlog.
@@ -276,19 +371,19 @@ impl CompletionBatch {
     /// Only on the batch's thread, at the end of a request item.
     unsafe fn end_of_run(&self) {
         // SAFETY: On the batch's thread (the caller's contract).
+        if unsafe { *self.plugged.get() } >= PLUG_ITEMS || !self.has_queued() {
+            // SAFETY: On the batch's thread, at the end of a request item (the caller's
+            // contract). Completions of the plugged I/O may join the batch (`in_run`).
+            unsafe { self.unplug() };
+        }
+        // SAFETY: On the batch's thread (the caller's contract).
         unsafe { *self.in_run.get() = false };
         // SAFETY: As above.
         if unsafe { (*self.head.get()).is_null() } {
             return;
         }
         let worker = self.worker.as_ptr();
-        // SAFETY: The worker is alive (its thread runs this). `list_empty` without the lock:
-        // a stale answer only chooses between two correct ways.
-        let idle = unsafe {
-            let list = &raw mut (*worker).work_list;
-            core::ptr::read_volatile(&raw const (*list).next) == list
-        };
-        if idle {
+        if !self.has_queued() {
             // SAFETY: On the batch's thread, in task context at the top of the worker.
             unsafe { self.end_all() };
         } else {
@@ -323,7 +418,7 @@ impl CompletionBatch {
 }
 
 impl<T: RequestWork> OwnedRequest<T> {
-    /// Adds the request to the [`CompletionBatch`] of the worker it was last queued to, if the
+    /// Adds the request to the [`Backlog`] of the worker it was last queued to, if the
     /// current thread is that worker's: the batch's work item ends it (through the `complete`
     /// callback, as [`OwnedRequest::complete_here`]) after the requests queued before it. Else
     /// gives the request back. Either way the request is no longer tied to that worker.
@@ -366,16 +461,19 @@ impl<T: RequestWork> OwnedRequest<T> {
     }
 }
 
-/// The work function of a [`CompletionBatch`]: ends the requests collected so far.
+/// The work function of a [`Backlog`]: ends its plug, and the requests collected so far.
 ///
 /// # Safety
 ///
 /// Only the batch's worker calls it, for the batch's own item.
 unsafe extern "C" fn batch_work_fn(work: *mut bindings::kthread_work) {
-    let offset = core::mem::offset_of!(CompletionBatch, work);
-    // SAFETY: `work` is the `work` field of a `CompletionBatch` (the caller's contract), which
+    let offset = core::mem::offset_of!(Backlog, work);
+    // SAFETY: `work` is the `work` field of a `Backlog` (the caller's contract), which
     // is alive: its worker is running it.
-    let batch = unsafe { &*work.cast::<u8>().sub(offset).cast::<CompletionBatch>() };
+    let batch = unsafe { &*work.cast::<u8>().sub(offset).cast::<Backlog>() };
     // SAFETY: On the batch's thread, at the top of the worker.
-    unsafe { batch.end_all() }
+    unsafe {
+        batch.unplug();
+        batch.end_all()
+    }
 }

@@ -8,7 +8,7 @@
 # names loop0 at either snapshot -> worker, a writeback kworker -> backing, ksoftirqd -> softirq,
 # the measuring task left out) and give the busiest worker; the
 # model must pick the bound that the arithmetic says (one worker thread caps loop.c; per-CPU
-# queues lift it to the CPUs, then the device).
+# queues lift it to the CPUs, then the device; one job's queue gets two workers).
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
 d=$tmp/split
@@ -16,14 +16,15 @@ mkdir -p "$d"
 "$py" - "$d" <<'EOF'
 import json, sys
 d = sys.argv[1]
-def cell(target, threads_before, threads_after, ios, jiffies_after=None, irq_time=False):
+def cell(target, threads_before, threads_after, ios, jiffies_after=None, irq_time=False,
+         workload="rw-4k-qd16-12jobs"):
     snap = lambda t, io, ns, j: {"monotonic_ns": ns, "uptime": 0, "ios": io,
                                  "cpu_jiffies": j, "threads": t}
-    m = {"target": target, "mode": "dio", "workload": "rw-4k-qd16-12jobs", "cpus": 1,
+    m = {"target": target, "mode": "dio", "workload": workload, "cpus": 1,
          "measuring_tid": "99", "hz": 100, "irq_time_accounting": irq_time,
          "before": snap(threads_before, 1000, 0, [0] * 10),
          "after": snap(threads_after, 1000 + ios, 2 * 10**9, jiffies_after or [0] * 10)}
-    json.dump(m, open(f"{d}/{target}-dio-rw-4k-qd16-12jobs.json", "w"))
+    json.dump(m, open(f"{d}/{target}-dio-{workload}.json", "w"))
 # rust_loop: 1000 I/Os; fio 2 tasks 6M + 4M, workers 5M and 3M, ksoftirqd 1M, measuring 7M
 cell("rust_loop",
      {"1": ["fio", 0], "2": ["fio", 0], "3": ["rust_loop/0", 0], "4": ["rust_loop/1", 0],
@@ -45,6 +46,11 @@ cell("raw", {"1": ["fio", 0]}, {"1": ["fio", 15_000_000]}, 1000)
 cell("rust_loop_worker", {"1": ["fio", 0], "3": ["rust_loop/0", 0]},
      {"1": ["fio", 4_000_000], "3": ["rust_loop/0", 5_000_000]}, 1000,
      jiffies_after=[0, 0, 1, 0, 0, 1, 2, 0, 0, 0], irq_time=True)
+# One job at QD32: fio 6M, one worker 9M, 1000 I/Os, both drivers
+for t, w in (("rust_loop", "rust_loop/0"), ("loop", "kworker/u4:2+loop0")):
+    cell(t, {"1": ["fio", 0], "3": [w, 0]}, {"1": ["fio", 6_000_000], "3": [w, 9_000_000]},
+         1000, workload="randread-4k-qd32")
+cell("raw", {"1": ["fio", 0]}, {"1": ["fio", 13_000_000]}, 1000, workload="randread-4k-qd32")
 EOF
 "$py" scripts/split-report.py "$d" >/dev/null || fail "split-report.py failed"
 "$py" - "$d/split.json" <<'EOF' || fail "split-report.py's figures are wrong"
@@ -80,6 +86,15 @@ grep -q $'\t77k workers\t' <<<"$row16" || fail "loop on 16 CPUs: $row16"
 grep -q $'\t250k workers (3.25x loop' <<<"$row16" || fail "rust_loop on 16 CPUs: $row16"
 grep -q $'\t821k CPUs (10.67x loop' <<<"$row16" || fail "rust_loop_percpu on 16 CPUs: $row16"
 grep -q $'^dio\trw-4k-qd16-12jobs\t2\t133k CPUs\t' <<<"$row2" || fail "raw on 2 CPUs: $row2"
+# One job at QD32 on 16 CPUs: loop.c's one worker 1e9/9000 = 111k; rust_loop's queue per CPU
+# gives the job's queue's worker and the next one's (W = 2): 222k, so the job itself bounds it,
+# 1e9/6000 = 167k (1.50x); on 2 CPUs the CPUs do, 2e9/15000 = 133k (1.20x; loop.c's worker
+# still 111k).
+rowq=$(grep -P '^dio\trandread-4k-qd32\t16\t' <<<"$out")
+grep -q $'\t111k workers\t111k workers (1.00x loop' <<<"$rowq" || fail "one job, one worker, 16 CPUs: $rowq"
+grep -q $'\t167k submitters (1.50x loop' <<<"$rowq" || fail "one job, rust_loop_percpu, 16 CPUs: $rowq"
+rowq2=$(grep -P '^dio\trandread-4k-qd32\t2\t' <<<"$out")
+grep -q $'\t133k CPUs (1.20x loop' <<<"$rowq2" || fail "one job, rust_loop_percpu, 2 CPUs: $rowq2"
 
 if [ "$failed" != 0 ]; then
 	echo "$out"
