@@ -26,9 +26,9 @@ use super::{
     dispatch::{LoadTracker, SubmissionPolicy},
     stats::DevStats,
     sys::{
-        valid_block_size, BackingFile, BlockDevice, DataPathCell, DataPathIdle, DioAlign, Disk,
-        DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE,
-        BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
+        online_cpus, valid_block_size, BackingFile, BlockDevice, DataPathCell, DataPathIdle,
+        DioAlign, Disk, DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request,
+        BLK_FEAT_WRITE_CACHE, BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },
 };
 use crate::uapi::{self, loop_config, loop_info64};
@@ -293,8 +293,15 @@ impl LoopDevice {
         &'r self,
         rq: &'r Request<LoopDisk>,
     ) -> Option<&'r KthreadWorker> {
+        let may_spread = || {
+            self.io_backing(rq).is_some_and(|io| io.direct_io)
+                && online_cpus() >= super::dispatch::SPREAD_MIN_CPUS
+        };
         // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
-        unsafe { self.hw_queues.worker_for(&self.stats, rq.hw_queue()) }
+        unsafe {
+            self.hw_queues
+                .worker_for(&self.stats, rq.hw_queue(), may_spread)
+        }
     }
 
     /// Calls `f` with the number of requests started on each hardware queue.

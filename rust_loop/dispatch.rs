@@ -65,26 +65,36 @@ pub(crate) const SHARED_QUEUE_DEPTH: u32 = 16;
 /// for each request pays the worker's latency once per interval.
 const PROBE_INTERVAL: u32 = 256;
 
+/// Online CPUs from which [`spread_worker`] gives a deep queue a second worker. On two, the
+/// submitter and its queue's worker have them both: a second worker gets no CPU of its own, only
+/// wake-ups (measured on 2 vCPUs: 0.2 -> 1.0 context switches per I/O, 1.6x loop.c's overhead in
+/// direct-I/O random writes at QD32).
+pub(crate) const SPREAD_MIN_CPUS: u32 = 4;
+
 /// The worker that runs a request of hardware queue `k` (of `queues`, wrapping around) on the
 /// root cgroup: that queue's own, unless requests already wait for it while none wait for the
-/// next queue's, which then takes this one. A single task that keeps a deep queue on one
+/// next queue's, which then takes this one, when `may_spread` (direct I/O, at least
+/// [`SPREAD_MIN_CPUS`] online: checked only then). A single task that keeps a deep queue on one
 /// hardware queue so has two workers submitting for it, on two CPUs, rather than one worker
 /// whose thread is the ceiling of its I/O rate (loop.c's, with one worker per cgroup;
 /// BENCHMARKS.md "Many cores"). Requests of a queue whose worker keeps up stay with it; with
 /// one hardware queue nothing changes. The order in which requests reach the backing file is
-/// not kept across workers, as blk-mq does not keep it across hardware queues.
-/// Counted in `worker_spread` when the next queue's worker takes it.
+/// not kept across workers, as blk-mq does not keep it across hardware queues. Buffered I/O
+/// stays with its queue's worker: two threads reading one file in turn would hide its
+/// sequential reads from readahead. Counted in `worker_spread` when the next queue's worker
+/// takes it.
 pub(crate) fn spread_worker<'a, Q>(
     stats: &DevStats,
     queues: &'a [Q],
     k: usize,
     worker: impl Fn(&'a Q) -> &'a KthreadWorker,
+    may_spread: impl FnOnce() -> bool,
 ) -> Option<&'a KthreadWorker> {
     let n = queues.len();
     let own = worker(queues.get(k.checked_rem(n)?)?);
     if n > 1 && own.has_queued() {
         let next = worker(queues.get((k + 1) % n)?);
-        if !next.has_queued() {
+        if !next.has_queued() && may_spread() {
             stats.worker_spread.fetch_add(1, Ordering::Relaxed);
             return Some(next);
         }

@@ -15,7 +15,8 @@ CPU is the least of
                                     (loop.c: 1 per cgroup; rust_loop: the workers of the
                                     hardware queues in use and of their next queues, which take
                                     requests while a busy queue's worker has some waiting
-                                    (dispatch.rs spread_worker): min(queues, 2 J));
+                                    (dispatch.rs spread_worker, from 4 CPUs): min(queues, 2 J),
+                                    on fewer CPUs min(queues, J));
 and for a job that waits for each I/O (psync, QD1): 1 / (total / R + L), all of it in series.
 Costs are instructions per I/O from split.json (one vCPU, icount: exact), per design:
   raw             the file, O_DIRECT (submit only)
@@ -23,7 +24,8 @@ Costs are instructions per I/O from split.json (one vCPU, icount: exact), per de
   rust_loop       the default policy, 1 hardware queue (the module's default today)
   rust_loop_inline / rust_loop_worker   deep queues inline / every request on the worker
   rust_loop_percpu  the default policy with a hardware queue per CPU: rust_loop's costs, W =
-                  min(queues, 2 J) workers, queues = min(N, MAX_QUEUES) (--max-queues, default 8)
+                  min(queues, 2 J) workers from 4 CPUs (min(queues, J) below), queues =
+                  min(N, MAX_QUEUES) (--max-queues, default 8)
 --check compares the 1- and 2-CPU projections with wall-clock runs (scripts/guest-bench.py's
 bench.json of VM_CPUS=1 and VM_CPUS=2 runs, given as ONE.json,TWO.json): IOPS, with R fitted on
 the one-CPU run's raw cells, and the scaling (2 CPUs over 1, 2 hardware queues over 1), where R
@@ -64,7 +66,8 @@ def workers(design, n, jobs, max_queues, measured_threads):
         return 1  # one worker per blkcg: every fio job here is in the root cgroup
     if design == "rust_loop_percpu":
         queues = max(1, min(n, max_queues))
-        return min(queues, 2 * jobs)
+        # A second worker per deep queue from SPREAD_MIN_CPUS (4) online CPUs.
+        return min(queues, 2 * jobs if n >= 4 else jobs)
     return max(1, measured_threads)  # one hardware queue: its worker (cgroup workers aside)
 
 

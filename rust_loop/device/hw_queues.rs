@@ -85,9 +85,16 @@ impl HwQueues {
         &'a self,
         stats: &DevStats,
         hw_queue: u32,
+        may_spread: impl FnOnce() -> bool,
     ) -> Option<&'a KthreadWorker> {
         // SAFETY: Forwarded from the caller.
         let queues: &[HwQueue] = unsafe { self.0.get() };
-        super::super::dispatch::spread_worker(stats, queues, hw_queue as usize, |q| &q.worker)
+        super::super::dispatch::spread_worker(
+            stats,
+            queues,
+            hw_queue as usize,
+            |q| &q.worker,
+            may_spread,
+        )
     }
 }
