@@ -389,11 +389,7 @@ impl SubmissionPolicy {
         io: &IoState,
         rq: &Request<D>,
     ) -> Route {
-        let is_write = rq.op() == ReqOp::Write;
-        let dio_rw = io.direct_io
-            && matches!(rq.op(), ReqOp::Read | ReqOp::Write)
-            && !(is_write && io.read_only);
-        if !dio_rw {
+        if !Self::worker_dio_rw(io, rq) {
             return Route::WorkerBuffered;
         }
         if io.dio_aligned(rq) {
@@ -403,6 +399,22 @@ impl SubmissionPolicy {
             stats.dio_fallbacks.fetch_add(1, Ordering::Relaxed);
             Route::WorkerBuffered
         }
+    }
+
+    /// Whether the worker submits `rq` as direct I/O ([`Route::WorkerDirect`]), without
+    /// counting anything: it then waits for none of its backing I/O.
+    pub(crate) fn worker_direct<D: DiskOps>(io: &IoState, rq: &Request<D>) -> bool {
+        Self::worker_dio_rw(io, rq) && io.dio_aligned(rq)
+    }
+
+    /// A read or write of a device in direct-I/O mode (a write only if it may write).
+    fn worker_dio_rw<D: DiskOps>(io: &IoState, rq: &Request<D>) -> bool {
+        io.direct_io
+            && match rq.op() {
+                ReqOp::Read => true,
+                ReqOp::Write => !io.read_only,
+                _ => false,
+            }
     }
 
     /// The end of a NOWAIT submission, refused at once (`ret` `-EAGAIN`) or completed (`ret`

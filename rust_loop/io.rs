@@ -21,7 +21,7 @@ use super::{
     backing::IoState,
     cgroup_workers::CgroupWorkerUse,
     device::{LoopDevice, LoopDisk, State},
-    dispatch::{NowaitEnd, Route},
+    dispatch::{NowaitEnd, Route, SubmissionPolicy},
     sys::{
         BackingFile, BlkStatus, BlockDevice, Dir, DiskOps, IoCgroups, IovIter, KthreadWorker,
         OwnedRequest, ReqOp, Request, RequestAio, RequestWork, FALLOC_FL_KEEP_SIZE,
@@ -232,6 +232,13 @@ impl RequestWork for LoopDisk {
             Some(claim) => Some(&claim.worker),
             None => dev.hw_queue_worker(rq),
         }
+    }
+
+    /// A direct-I/O read or write ([`Route::WorkerDirect`]): its completion arrives through
+    /// `aio_done`.
+    fn submits_only(dev: &LoopDevice, rq: &LoopRq) -> bool {
+        dev.io_backing(rq)
+            .is_some_and(|io| SubmissionPolicy::worker_direct(io, rq))
     }
 
     /// Runs the command on the worker thread and hands the request to completion.

@@ -137,6 +137,12 @@ pub(crate) trait RequestWork: DiskOps {
     /// or from its disk's data, it lives at least while the request is in flight.
     fn worker<'r>(data: &'r Self::Data, rq: &'r OwnedRequest<Self>) -> Option<&'r KthreadWorker>;
 
+    /// Whether `rq`, about to run, only submits its backing I/O and does not wait for it (a
+    /// direct I/O), so that its submission may wait in the worker's plug with those of the
+    /// requests queued behind it ([`Backlog`]). A request that waits for its own I/O must not
+    /// run under the plug: the wait would flush it through kblockd, a context switch more.
+    fn submits_only(data: &Self::Data, rq: &OwnedRequest<Self>) -> bool;
+
     /// Runs a request queued by [`OwnedRequest::queue_to_worker`], on the worker's thread.
     fn run(data: &Self::Data, rq: OwnedRequest<Self>);
 }
@@ -155,16 +161,16 @@ unsafe extern "C" fn request_work_fn<T: RequestWork>(work: *mut bindings::kthrea
     let (rq, batch) = unsafe { ((*item).rq, (*item).batch) };
     // SAFETY: The batch of this worker, alive while its thread runs this item.
     let batch = unsafe { batch.as_ref() };
-    if let Some(b) = batch {
-        // SAFETY: On the batch's thread, at the start of a request item.
-        unsafe { b.start_of_run() };
-    }
     // SAFETY: `queue_to_worker` handed the ownership of the request to this item; `rq` is the
     // item's request (not null).
     let rq = unsafe { OwnedRequest::<T>::from_raw(NonNull::new_unchecked(rq)) };
     // SAFETY: The request belongs to the queue of a `Disk<T>`, whose data outlives its
     // requests in flight.
     let data = unsafe { Disk::<T>::data_of_request(&rq) };
+    if let Some(b) = batch {
+        // SAFETY: On the batch's thread, at the start of a request item.
+        unsafe { b.start_of_run(T::submits_only(data, &rq)) };
+    }
     T::run(data, rq);
     if let Some(b) = batch {
         // SAFETY: On the batch's thread, at the end of a request item.
@@ -277,8 +283,8 @@ unsafe fn work_of<T: DiskOps>(rq: *mut bindings::request) -> *mut KthreadWork {
 /// whenever the list is not empty, except while `task` runs a request item (`in_run`), at whose
 /// end the list is ended or `work` queued. `plug` is `task`'s `current->plug` while `plugged`
 /// (request items run under it) is not 0; it is ended at the end of a request item after which
-/// none is queued, or after [`PLUG_ITEMS`] of them, and by `work`, which `KthreadWorker`'s drop
-/// queues before the worker's thread exits.
+/// none is queued, or after [`PLUG_ITEMS`] of them, before a request item that waits for its
+/// own I/O, and by `work`, which `KthreadWorker`'s drop queues before the worker's thread exits.
 pub(crate) struct Backlog {
     work: Opaque<bindings::kthread_work>,
     worker: NonNull<bindings::kthread_worker>,
@@ -325,20 +331,25 @@ impl Backlog {
         }
     }
 
-    /// At the start of a request item: with two or more items queued behind it, starts the
-    /// plug that the submissions of the backlog collect in (up to [`PLUG_ITEMS`] items' worth),
-    /// as a task submitting several I/Os at once does (`io_submit`, `io_uring`). A plug costs
-    /// each bio a merge attempt with the plugged requests: for two requests it does not pay.
+    /// At the start of a request item that only submits its I/O (`submits_only`,
+    /// [`RequestWork::submits_only`]): with two or more items queued behind it, starts the plug
+    /// that the submissions of the backlog collect in (up to [`PLUG_ITEMS`] items' worth), as a
+    /// task submitting several I/Os at once does (`io_submit`, `io_uring`). A plug costs each
+    /// bio a merge attempt with the plugged requests: for two requests it does not pay. Before
+    /// an item that waits for its I/O, ends the plug.
     ///
     /// # Safety
     ///
     /// Only on the batch's thread, at the start of a request item.
-    unsafe fn start_of_run(&self) {
+    unsafe fn start_of_run(&self, submits_only: bool) {
         // SAFETY: On the batch's thread (the caller's contract).
         unsafe {
             *self.in_run.get() = true;
             let plugged = self.plugged.get();
-            if *plugged > 0 {
+            if !submits_only {
+                // It waits for its I/O: not under the plug.
+                self.unplug();
+            } else if *plugged > 0 {
                 *plugged += 1;
             } else if self.has_queued_two() {
                 *plugged = 1;
