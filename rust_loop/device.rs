@@ -26,7 +26,7 @@ use super::{
     dispatch::{LoadTracker, SubmissionPolicy},
     stats::DevStats,
     sys::{
-        online_cpus, valid_block_size, BackingFile, BlockDevice, DataPathCell, DataPathIdle,
+        online_cpus, BackingFile, BlockDevice, DataPathCell, DataPathIdle,
         DioAlign, Disk, DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request,
         BLK_FEAT_WRITE_CACHE, BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },

@@ -316,13 +316,6 @@ unsigned int rust_loop_online_cpus(void)
 	return num_online_cpus();
 }
 
-/* The largest block size the kernel accepts (BLK_MAX_BLOCK_SIZE, blk_validate_block_size()):
- * 64 KiB with CONFIG_TRANSPARENT_HUGEPAGE (distribution kernels), else the page size. */
-unsigned long rust_loop_max_block_size(void)
-{
-	return BLK_MAX_BLOCK_SIZE;
-}
-
 /*
  * As loop_queue_rq(): the blkcg of the request's first bio, and a reference on the memory
  * cgroup of that blkcg's cgroup. The blkcg needs no reference of its own: the bio holds one

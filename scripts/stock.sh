@@ -151,6 +151,8 @@ link=/lib/modules/$STOCK_KREL
 if [ "$(readlink "$link" 2>/dev/null)" != "$image/lib/modules/$STOCK_KREL" ]; then
 	[ ! -e "$link" ] || [ -L "$link" ] ||
 		die "$link exists and is not rust_loop's symlink: this host has that kernel installed; remove it or set RUST_LOOP_CACHE"
+	# A fresh machine (a minimal container image) may have no /lib/modules at all.
+	mkdir -p /lib/modules || die "cannot make /lib/modules (read-only root?): virtme-ng looks for $STOCK_KREL's modules there"
 	ln -sfn "$image/lib/modules/$STOCK_KREL" "$link"
 fi
 

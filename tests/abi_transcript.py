@@ -50,6 +50,12 @@ def status(fd):
             f"size={sysfs('size')} ro={sysfs('ro')}")
 
 
+def diskseq():
+    """The disk's sequence number: a media change (disk_force_media_change) raises it."""
+    with open(f"/sys/block/{NAME}/diskseq") as f:
+        return int(f.read())
+
+
 def wait_unbound(timeout=10.0):
     """The clear of a device happens at its last close (udev may hold it a moment)."""
     end = time.monotonic() + timeout
@@ -177,6 +183,48 @@ def main():
         bdev_io(f"{label}: unbound read", os.O_RDONLY, False)
         bdev_io(f"{label}: unbound write", os.O_RDWR, True)
         bdev_io(f"{label}: unbound write O_DIRECT", os.O_RDWR | os.O_DIRECT, True)
+
+    # A failed LOOP_CONFIGURE leaves the read-only state it had decided: loop.c applies it
+    # (set_disk_ro) after loop_set_status_from_info and before the queue limits, which refuse
+    # the block size. Nothing resets it, not LOOP_CLR_FD, not a later failure.
+    failed_configures = (
+        ("set-fd read-only file then clr-fd", os.O_RDONLY, None, 0),
+        ("configure read-write file, block size 1234", os.O_RDWR, 0, 1234),
+        ("configure read-only file, block size 1234", os.O_RDONLY, 0, 1234),
+        ("configure read-write file, block size 4096", os.O_RDWR, 0, 4096),
+        ("configure read-only flag, block size 1234", os.O_RDWR, 1, 1234),
+        ("configure read-write file, offset overflow", os.O_RDWR, "overflow", 0),
+        ("configure read-write file, unknown flag", os.O_RDWR, 0x100, 1234),
+    )
+    for label, fflags, cflags, bs in failed_configures:
+        seq = diskseq()
+        fd = os.open(DEV, os.O_RDWR)
+        try:
+            bfd = os.open(img, fflags)
+            try:
+                if cflags is None:
+                    step(f"{label}: bind", lambda: L.ioctl(fd, L.LOOP_SET_FD, bfd))
+                else:
+                    info = L.zero_info64()
+                    if cflags == "overflow":
+                        info = dict(info, offset=1 << 63)
+                    else:
+                        info = dict(info, flags=cflags)
+                    step(f"{label}: bind", lambda: L.configure(fd, bfd, block_size=bs, info=info))
+            finally:
+                os.close(bfd)
+            try:
+                L.ioctl(fd, L.LOOP_CLR_FD)
+                bound = True
+            except OSError:
+                bound = False
+        finally:
+            os.close(fd)
+        if bound:
+            wait_unbound()
+        step(f"{label}: unbound sysfs",
+             lambda: f"ro={sysfs('ro')} size={sysfs('size')} diskseq+{diskseq() - seq}")
+        bdev_io(f"{label}: unbound write", os.O_RDWR, True)
 
     # A read-write binding after it: writable again.
     fd = os.open(DEV, os.O_RDWR)

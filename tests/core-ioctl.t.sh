@@ -348,8 +348,11 @@ t_ioctl_set_block_size() {
 # The same ABI as loop.c in this kernel: a transcript of ioctls, status fields, sysfs values and
 # block-device reads and writes (tests/abi_transcript.py) run against loop.ko and rust_loop must
 # be the same line for line. It covers what a kernel's configuration decides (block sizes above
-# the page size on a kernel with transparent huge pages) and the device after a read-only
-# binding is cleared (writable again: a write gets ENOSPC from the empty device, not EPERM).
+# the page size on a kernel with transparent huge pages) and the read-only state the device
+# keeps when unbound: the one its last binding or failed LOOP_CONFIGURE decided (loop.c's
+# set_disk_ro comes after the flag and status checks and before the queue limits that refuse a
+# block size; neither LOOP_CLR_FD nor a later failure resets it), so a write to the unbound
+# device gets EPERM after a read-only binding and ENOSPC after a writable one.
 t_ioctl_transcript_as_loop_c() {
 	trap cleanup_loops EXIT
 	unload_loop_drivers

@@ -48,7 +48,7 @@ t_module_modprobe_loop_loads_rust_loop() {
 	[ ! -d /sys/module/rust_loop ] || fail "modprobe -r loop left rust_loop loaded"
 }
 
-# The module's KUnit suites (the queue-load rule, block-size validation, the old loop_info
+# The module's KUnit suites (the queue-load rule, the dev_t encoding, the old loop_info
 # conversions; #[kunit_tests] in rust_loop/) run when it loads: each reports ok, none fails.
 t_module_kunit() {
 	is_rust || { log "rust_loop only"; return 0; }

@@ -85,7 +85,17 @@ impl LoopDevice {
         Ok(())
     }
 
-    /// `LOOP_CONFIGURE` and `LOOP_SET_FD` (`loop_configure`).
+    /// `LOOP_CONFIGURE` and `LOOP_SET_FD` (`loop_configure`), with loop.c's order of checks and
+    /// what each failure leaves behind: a failure up to the flags check changes nothing; one in
+    /// `loop_set_status_from_info` leaves nothing either; after it the offset, size limit, name
+    /// and flags stay stored (invisible until the next binding, which replaces them), and a
+    /// failure to apply the queue limits (a block size the block layer refuses) comes after the
+    /// media change and the read-only state were applied, so the device keeps the read-only
+    /// state of the failed binding, as with loop.c. Two leftovers of loop.c's failure path are
+    /// not copied, both invisible to the ioctl ABI: the backing file's page-cache allocation
+    /// mask is restored (loop.c leaves the file's mapping without `__GFP_IO | __GFP_FS`), and
+    /// uevents are allowed again (loop.c leaves the disk's uevents suppressed, so that its
+    /// removal would not be announced).
     pub(crate) fn configure(&self, mode: u32, bdev: &BlockDevice, config: &loop_config) -> Result {
         let file = BackingFile::from_fd(config.fd)?;
         file.check_ops()?;
@@ -103,41 +113,40 @@ impl LoopDevice {
         if info.lo_flags & !CONFIGURE_SETTABLE != 0 {
             return Err(EINVAL);
         }
-        if config.block_size != 0 && !valid_block_size(config.block_size as usize) {
-            return Err(EINVAL);
-        }
-        // The workers run only while the device is bound; on a later failure they are parked
-        // again (a retry with corrected arguments takes them back).
-        let queues = ScopeGuard::new_with_data(
-            HwQueues::start(self.nr_hw_queues(), &cfg.retired_requests)?,
-            HwQueues::park,
-        );
         self.apply_info(&mut cfg, info)?;
         let mut flags = info.lo_flags;
         if !file.is_writable() || mode & BLK_OPEN_WRITE == 0 {
             flags |= FLAG_READ_ONLY;
         }
-        if file.is_o_direct() {
-            flags |= FLAG_DIRECT_IO;
-        }
         self.set_flags(flags);
+        // loop.c allocates its workqueue here. The workers run only while the device is bound;
+        // on a later failure they are parked again (a retry takes them back).
+        let queues = ScopeGuard::new_with_data(
+            HwQueues::start(self.nr_hw_queues(), &cfg.retired_requests)?,
+            HwQueues::park,
+        );
 
         self.disk.suppress_uevents(true);
         self.disk.force_media_change();
         self.disk.set_read_only(flags & FLAG_READ_ONLY != 0);
 
+        // `loop_assign_backing_file`.
         cfg.old_gfp = file.restrict_gfp();
+        if file.is_o_direct() {
+            self.set_flags(self.flags() | FLAG_DIRECT_IO);
+        }
         cfg.dio = file.dio_align();
         self.dio_min_size.store(cfg.dio.min_size, Ordering::Relaxed);
         self.discard_on.store(true, Ordering::Relaxed);
         self.write_zeroes_on.store(true, Ordering::Relaxed);
         let dio = cfg.dio;
+        // The block layer validates the block size (`blk_validate_limits`): EINVAL here, as in
+        // loop.c, which does not check it before.
         if let Err(e) = self
             .queue()
             .update_limits(|lim| self.fill_limits(lim, &file, dio, config.block_size))
         {
             file.restore_gfp(cfg.old_gfp);
-            self.set_flags(0);
             self.disk.suppress_uevents(false);
             return Err(e);
         }
@@ -369,10 +378,10 @@ impl LoopDevice {
         if self.queue().limits().logical_block_size as usize == arg {
             return Ok(());
         }
-        // 0 means the default (as loop.c): 512, or the direct-I/O size in direct-I/O mode.
-        if arg != 0 && !valid_block_size(arg) {
-            return Err(EINVAL);
-        }
+        // 0 means the default (as loop.c): 512, or the direct-I/O size in direct-I/O mode. The
+        // block layer validates it at the commit, after the page cache was written back and
+        // dropped, as in loop.c; and like loop.c's `unsigned int bsize`, only the low 32 bits of
+        // the argument count from here on.
         let file = self.backing_file().ok_or(ENXIO)?;
         self.disk.sync_and_invalidate_bdev();
         let dio = cfg.dio;
@@ -398,18 +407,15 @@ fn huge_encode_dev(dev: u32) -> u64 {
 #[kernel::macros::kunit_tests(rust_loop_device)]
 mod tests {
     use super::*;
-    use crate::rust_loop::sys::max_block_size;
 
-    /// `blk_validate_block_size`: a power of two from 512 to `BLK_MAX_BLOCK_SIZE` (at least the
-    /// page size).
+    /// `huge_encode_dev` (`new_encode_dev`): the low 8 minor bits, then 12 major bits, then the
+    /// rest of the minor, as `stat(2)`'s `st_rdev`.
     #[test]
-    fn block_sizes() {
-        let max = max_block_size();
-        for ok in [512, 1024, 2048, 4096, kernel::page::PAGE_SIZE, max] {
-            assert!(valid_block_size(ok));
-        }
-        for bad in [0, 1, 256, 511, 513, 1000, 3072, max * 2, usize::MAX] {
-            assert!(!valid_block_size(bad));
-        }
+    fn encode_dev() {
+        let mkdev = |major: u32, minor: u32| (major << bindings::MINORBITS) | minor;
+        assert_eq!(huge_encode_dev(mkdev(7, 0)), 0x700);
+        assert_eq!(huge_encode_dev(mkdev(7, 3)), 0x703);
+        assert_eq!(huge_encode_dev(mkdev(259, 0x12345)), 0x1231_0345);
+        assert_eq!(huge_encode_dev(0), 0);
     }
 }

@@ -11,23 +11,6 @@ use super::TaskFlags;
 /// `BLK_FEAT_WRITE_CACHE`: the device has a volatile write cache (flushes are meaningful).
 pub(crate) const BLK_FEAT_WRITE_CACHE: u32 = super::layout::c::BLK_FEAT_WRITE_CACHE as u32;
 
-/// The largest logical block size the kernel accepts (`BLK_MAX_BLOCK_SIZE`): 64 KiB on a kernel
-/// with transparent huge pages (as distribution kernels are), else the page size.
-pub(crate) fn max_block_size() -> usize {
-    // SAFETY: Returns a constant; no preconditions.
-    unsafe { rust_loop_max_block_size() }
-}
-
-/// Whether `bsize` is a logical block size the kernel accepts (`blk_validate_block_size`): a
-/// power of two from 512 bytes to [`max_block_size`].
-pub(crate) fn valid_block_size(bsize: usize) -> bool {
-    (super::SECTOR_SIZE as usize..=max_block_size()).contains(&bsize) && bsize.is_power_of_two()
-}
-
-extern "C" {
-    fn rust_loop_max_block_size() -> usize;
-}
-
 /// A request queue of a disk this driver created.
 ///
 /// # Invariants
