@@ -17,6 +17,11 @@
 #   make setup | kernel  install the toolchain and packages | build the kernel only
 #   make toolchains      build with the stock kernel's rustc and with the project's (both warning-free)
 #   make deb             the DKMS package (results/deb/rust-loop-dkms_<version>_all.deb)
+#   make matrix          build the module for every kernel of config/kernels.conf (MATRIX=<names>)
+#   make smoke           boot STOCK=<name> and attach, mkfs, fio verify, detach, unload
+#   make subset          the reliability subset (tests/reliability.list) on STOCK=<name>
+#   make kernels         the archive's Rust kernels against the matrix
+#   make kernels-table   README's "Supported kernels" table from the matrix and the last results
 #   make fmt | fmtcheck | clippy | clean
 
 KERNEL ?= stock
@@ -28,7 +33,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb toolchains
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb toolchains matrix smoke subset kernels kernels-table
 
 all: modules
 
@@ -92,6 +97,24 @@ fstests:
 
 deb:
 	bash scripts/deb.sh
+
+matrix:
+	bash scripts/matrix.sh
+
+smoke:
+	bash scripts/smoke.sh
+
+# The reliability subset (tests/reliability.list: data, direct I/O, multi-queue and cgroups,
+# churn, faults, the fuzzer, reload cycles), on the kernel STOCK names (CI: the RT kernel).
+subset:
+	CHECK_STEP=subset CHECK_DKMS=0 FUZZ_ITERS=$${FUZZ_ITERS:-40000} RELOAD_CYCLES=$${RELOAD_CYCLES:-20} \
+		bash scripts/check.sh "$$(grep -v '^#' tests/reliability.list | paste -sd'|')"
+
+kernels:
+	python3 scripts/kernels.py
+
+kernels-table:
+	python3 scripts/kernels_table.py --update
 
 RUSTFMT = bash scripts/kernel.sh >/dev/null && rustfmt --edition 2021 --config-path "$$(bash -c 'source scripts/common.sh; kernel_src')/.rustfmt.toml"
 

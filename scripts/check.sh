@@ -128,5 +128,13 @@ read -r guest_passed _ guest_failed _ guest_skipped _ <<<"$summary"
 summary="$((guest_passed + host_passed)) passed, $((guest_failed + host_failed)) failed, $((${guest_skipped:-0} + host_skipped)) skipped"
 echo "$summary" >results/tests/summary
 [ "$host_failed" = 0 ] || [ "$status" != 0 ] || status=1
+# On a kernel of the matrix, the whole suite's result (or the subset's: CHECK_STEP=subset, make
+# subset) goes to results/matrix/results.tsv, for README's "Supported kernels" table.
+if is_stock && { [ -z "${1:-}" ] || [ -n "${CHECK_STEP:-}" ]; }; then
+	stock_row
+	mkdir -p results/matrix
+	printf '%s\t%s\t%s\t%s\t%s\n' "$STOCK_NAME" "${CHECK_STEP:-suite}" "$([ "$status" = 0 ] && echo ok || echo FAIL)" \
+		"$summary" "$(date +%F)" >>results/matrix/results.tsv
+fi
 echo "$summary"
 exit "$status"

@@ -23,13 +23,27 @@ export PATH="$HOME/.cargo/bin:$CACHE/venv/bin:$PATH"
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# The config fragments of flavour $1 (default $KERNEL), in the order they are merged:
+# config/kernel.config, then the flavour's base flavours' (a fragment whose first line is
+# "# base: <flavour>" builds on that flavour), then config/kernel-<flavour>.config.
+flavour_fragments() {
+	local f=${1:-$KERNEL} file base
+	file=$ROOT/config/kernel-$f.config
+	base=$(sed -n '1s/^# base: \([a-z0-9-]*\)$/\1/p' "$file" 2>/dev/null)
+	if [ -n "$base" ]; then
+		flavour_fragments "$base"
+	else
+		echo "$ROOT/config/kernel.config"
+	fi
+	echo "$file"
+}
+
 # The kernel tree a flavour builds into (keyed by version, fragment and rustc).
 kernel_key() {
 	local src_ver frag_hash rustc_ver
 	src_ver=$(dpkg-query -W -f='${Version}' "linux-source-$KVER_SERIES" 2>/dev/null) ||
 		die "linux-source-$KVER_SERIES is not installed: run scripts/setup.sh"
-	frag_hash=$(cat "$ROOT/config/kernel.config" "$ROOT/config/kernel-$KERNEL.config" 2>/dev/null |
-		sha256sum | cut -c1-12)
+	frag_hash=$(flavour_fragments | xargs cat 2>/dev/null | sha256sum | cut -c1-12)
 	rustc_ver=$(rustc --version | awk '{print $2}')
 	echo "$src_ver-$KERNEL-$frag_hash-rustc$rustc_ver"
 }
@@ -38,7 +52,7 @@ kernel_key() {
 # ld.lld-19, llvm-*-19) for "debug", since the kernel allows KASAN with Rust only under clang.
 flavour_llvm() {
 	case "$KERNEL" in
-	debug) echo -19 ;;
+	debug | debug-*) echo -19 ;;
 	*) echo "" ;;
 	esac
 }

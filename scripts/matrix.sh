@@ -7,9 +7,10 @@
 #
 #   scripts/matrix.sh [NAME...]     (default: every row; MATRIX=<names> does the same)
 #
-# Writes results/matrix/<name>/{build.log,rust_loop.ko} and results/matrix/build.tsv (name,
-# kernel release, result, seconds), prints a line per kernel and "N passed, N failed"; exits
-# non-zero when any kernel's build fails.
+# Writes results/matrix/<name>/{build.log,rust_loop.ko}, appends a row per kernel to
+# results/matrix/results.tsv (name, "build", ok or FAIL, the rustc, the date: README's
+# "Supported kernels" table is made from it, scripts/kernels_table.py), prints a line per kernel
+# and "N passed, N failed"; exits non-zero when any kernel's build fails.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
 [ "$KERNEL" = stock ] && [ -z "${KDIR:-}" ] || die "make matrix builds for the stock kernels (KERNEL=stock, no KDIR)"
@@ -19,7 +20,6 @@ names=("$@")
 [ ${#names[@]} -gt 0 ] || mapfile -t names < <(stock_names)
 out=results/matrix
 mkdir -p "$out"
-: >"$out/build.tsv"
 passed=0 failed=0
 # The files a build needs: what git tracks of the module's sources (a checkout's build products
 # stay behind).
@@ -44,7 +44,8 @@ for name in "${names[@]}"; do
 		result="FAIL (warnings)"
 	fi
 	secs=$((SECONDS - t0))
-	printf '%s\t%s\t%s\t%s\n' "$name" "$STOCK_KREL" "$result" "$secs" >>"$out/build.tsv"
+	rustc=$(sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="rustc \([^ ]*\).*/\1/p' "$(STOCK=$name kernel_dir)/.config" 2>/dev/null)
+	printf '%s\tbuild\t%s\trustc %s\t%s\n' "$name" "${result%% *}" "${rustc:-?}" "$(date +%F)" >>"$out/results.tsv"
 	if [ "$result" = ok ]; then
 		passed=$((passed + 1))
 		printf 'ok   %-10s %-28s %4ss\n' "$name" "$STOCK_KREL" "$secs"

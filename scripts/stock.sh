@@ -8,6 +8,8 @@
 #   scripts/stock.sh exec CMD...  run CMD in the build environment (the project at its own path)
 #   scripts/stock.sh make ARGS... make in the build tree (ARGS as for an out-of-tree module)
 #   scripts/stock.sh vmlinuz      print the path of the kernel image to boot
+#   scripts/stock.sh virtiofsd    print a directory holding a virtiofsd the host can run (the
+#                                 build root's), for a kernel without 9p (scripts/vm.sh)
 #
 #   STOCK=<name>                  the kernel (a row of config/kernels.conf)
 #   STOCK_IMAGE=1                 also unpack the image of a kernel of another architecture
@@ -107,27 +109,55 @@ vmlinuz)
 	echo "$image/boot/vmlinuz-$STOCK_KREL"
 	exit 0
 	;;
+virtiofsd)
+	# A directory with a `virtiofsd` that runs the build root's (Debian's virtiofsd, which the
+	# host's bookworm lacks) with the root's own loader and libraries, on the host.
+	[ -x "$croot/usr/bin/rustc" ] || die "the stock build environment is not made: run scripts/stock.sh"
+	if [ ! -x "$croot/usr/libexec/virtiofsd" ]; then
+		say "stock: installing virtiofsd in $croot"
+		stock_exec sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends virtiofsd' >&2 ||
+			die "installing virtiofsd in $croot failed"
+	fi
+	loader=$(compgen -G "$croot/lib64/ld-linux-x86-64.so.2" || compgen -G "$croot/usr/lib64/ld-linux-x86-64.so.2") ||
+		die "no dynamic loader in $croot"
+	bin=$base/tools-$STOCK_SUITE
+	mkdir -p "$bin"
+	cat >"$bin/virtiofsd.new" <<-EOF
+		#!/bin/sh
+		# Made by scripts/stock.sh: $STOCK_SUITE's virtiofsd, run on the host.
+		exec "$loader" --library-path "$croot/lib/x86_64-linux-gnu:$croot/usr/lib/x86_64-linux-gnu" "$croot/usr/libexec/virtiofsd" "\$@"
+	EOF
+	chmod +x "$bin/virtiofsd.new" && mv "$bin/virtiofsd.new" "$bin/virtiofsd"
+	"$bin/virtiofsd" --version >/dev/null || die "$bin/virtiofsd does not run"
+	echo "$bin"
+	exit 0
+	;;
 "") ;;
-*) die "usage: scripts/stock.sh [exec CMD... | make ARGS... | vmlinuz]" ;;
+*) die "usage: scripts/stock.sh [exec CMD... | make ARGS... | vmlinuz | virtiofsd]" ;;
 esac
 
-[ "$(id -u)" = 0 ] || die "scripts/stock.sh must run as root (debootstrap, chroot, /lib/modules)"
-mkdir -p "$base"
-exec 9>"$base/.lock"
-if ! flock -n 9; then
-	say "stock: another run is preparing $base; waiting for it"
-	flock 9
-fi
 image_ready() {
 	[ $want_image = 0 ] && return 0
 	[ -f "$image/.rust-loop-unpacked" ] || return 1
 	[ "$STOCK_ARCH" != amd64 ] ||
 		[ "$(readlink "/lib/modules/$STOCK_KREL" 2>/dev/null)" = "$image/lib/modules/$STOCK_KREL" ]
 }
-if [ -f "$kbuild/.rust-loop-built" ] && image_ready; then
-	say "stock: cache hit ($STOCK_NAME: $STOCK_KREL, $kbuild)"
-	echo "$kbuild"
-	exit 0
+cache_hit() {
+	if [ -f "$kbuild/.rust-loop-built" ] && image_ready; then
+		say "stock: cache hit ($STOCK_NAME: $STOCK_KREL, $kbuild)"
+		echo "$kbuild"
+		exit 0
+	fi
+}
+# A finished kernel needs no lock: its markers are written last.
+cache_hit
+[ "$(id -u)" = 0 ] || die "scripts/stock.sh must run as root (debootstrap, chroot, /lib/modules)"
+mkdir -p "$base"
+exec 9>"$base/.lock"
+if ! flock -n 9; then
+	say "stock: another run is preparing $base; waiting for it"
+	flock 9
+	cache_hit
 fi
 
 # 1. The packages: the build's from the row's suite and architecture (the kbuild tools are the
@@ -208,6 +238,17 @@ x86_64-linux-gnu-gcc-*) cc_pkg=gcc-${cc_cmd##*-} ;;
 *) die "$STOCK_KREL was built with '$want_cc', a compiler the build root cannot provide" ;;
 esac
 CHROOT_PKGS+=("$cc_pkg")
+# arm64's 32-bit compat vDSO, which `make prepare` builds, needs the compat cross compiler its
+# .kernelvariables names (arm-linux-gnueabihf-): gcc-14-arm-linux-gnueabihf.
+dpkg-deb --fsys-tarfile "$(deb "linux-headers-$STOCK_KREL")" |
+	tar -xO --wildcards "*/linux-headers-$STOCK_KREL/.kernelvariables" >"$tmp/kernelvariables" 2>/dev/null || true
+compat=$(sed -n 's/^override CROSS_COMPILE_COMPAT = \(.*\)-$/\1/p' "$tmp/kernelvariables")
+compat_make=()
+if [ -n "$compat" ]; then
+	CHROOT_PKGS+=("gcc-${cc_cmd##*-}-${compat//_/-}")
+	# The vDSO's Makefile calls the unversioned $(CROSS_COMPILE_COMPAT)gcc by default.
+	compat_make=(CC_COMPAT="$compat-gcc-${cc_cmd##*-}")
+fi
 
 # 3. The build environment.
 if [ ! -f "$croot/.rust-loop-made" ]; then
@@ -275,7 +316,7 @@ if [ ! -f "$kbuild/.rust-loop-built" ]; then
 		stock_exec make -C "$src_in" O="$kbuild_in" -s olddefconfig >&2 ||
 			die "olddefconfig with the project's toolchain failed"
 	fi
-	stock_exec make -C "$src_in" O="$kbuild_in" -j"$(nproc)" -s rust/kernel.o >&2 ||
+	stock_exec make -C "$src_in" O="$kbuild_in" "${compat_make[@]}" -j"$(nproc)" -s rust/kernel.o >&2 ||
 		die "regenerating the Rust artefacts for $STOCK_KREL failed (see above)"
 	[ -f "$kbuild/rust/libkernel.rmeta" ] || die "no rust/libkernel.rmeta after the build"
 	touch "$kbuild/.rust-loop-built"

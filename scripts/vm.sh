@@ -46,7 +46,16 @@ if is_stock; then
 fi
 # A large kernel log: a hang's task dump (sysrq-w, hundreds of blocked kworkers) must not
 # overwrite what came before it.
-args=(--run "$boot" --force-9p --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
+args=(--run "$boot" --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
+# The host's root reaches the guest over 9p, or over virtio-fs for a kernel without 9p (Debian's
+# cloud flavour): virtiofsd, which bookworm lacks, is run from the stock build root's Debian
+# (its own loader and libraries; scripts/stock.sh virtiofsd).
+if is_stock && ! grep -qE '^CONFIG_NET_9P=[ym]' "$(dirname "$boot")/../lib/modules/$(basename "$boot" | sed 's/^vmlinuz-//')/config" 2>/dev/null; then
+	PATH="$(bash "$ROOT/scripts/stock.sh" virtiofsd):$PATH"
+	say "vm: the kernel has no 9p: sharing the root over virtio-fs"
+else
+	args+=(--force-9p)
+fi
 if [ "${VM_DEBUG_ALLOC:-0}" = 1 ]; then
 	args+=(--append "slub_debug=FZPU kfence.sample_interval=1 page_poison=1 init_on_free=1")
 fi
