@@ -14,6 +14,7 @@
 #   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/profile.sh)
 #   make insn-profile    exact kernel instructions per I/O by function, drivers side by side (scripts/insn-profile.sh)
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (docs/testing.md "fstests")
+#   make crashcheck      power cuts below the loop device, rust_loop and loop.ko (docs/testing.md "Crash consistency")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
 #   make toolchains      build with the stock kernel's rustc and with the project's (both warning-free)
 #   make deb             the DKMS package (results/deb/rust-loop-dkms_<version>_all.deb)
@@ -33,7 +34,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb toolchains matrix smoke subset kernels kernels-table
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb toolchains matrix smoke subset kernels kernels-table crashcheck
 
 all: modules
 
@@ -94,6 +95,9 @@ lifecycle:
 
 fstests:
 	bash scripts/fstests.sh
+
+crashcheck:
+	bash scripts/crashcheck.sh
 
 deb:
 	bash scripts/deb.sh

@@ -286,6 +286,13 @@ impl LoopDevice {
         unsafe { self.hw_queues.get(rq.hw_queue()) }
     }
 
+    /// Whether a hardware queue other than `rq`'s has requests in flight (for a flush: it races
+    /// them). The borrow is the request's: the queues stay while it is in flight.
+    pub(crate) fn other_queues_busy(&self, rq: &Request<LoopDisk>) -> bool {
+        // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
+        unsafe { self.hw_queues.others_busy(rq.hw_queue()) }
+    }
+
     /// The worker that runs `rq` for the root cgroup: its hardware queue's, or a sibling's when
     /// that one has requests waiting ([`super::dispatch::spread_worker`]). The borrow is the
     /// request's: the queues stay while it is in flight.

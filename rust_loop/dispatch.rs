@@ -189,6 +189,11 @@ impl LoadTracker {
         }
     }
 
+    /// Requests of this hardware queue started by `queue_rq` and not yet ended.
+    pub(crate) fn inflight(&self) -> u32 {
+        self.inflight.load(Ordering::Relaxed)
+    }
+
     /// Requests started on this hardware queue, since the device's first binding.
     pub(crate) fn started(&self) -> u64 {
         self.started.load(Ordering::Relaxed)

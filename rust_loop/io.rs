@@ -252,6 +252,11 @@ impl RequestWork for LoopDisk {
         // Charge the I/O and the page cache to the issuer, as if it had done them itself.
         let _cgroups = rq.pdu_mut().cgroups.take().map(IoCgroups::enter);
         dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
+        if rq.pdu().cgroup_worker.is_some() {
+            dev.stats
+                .cgroup_worker_submissions
+                .fetch_add(1, Ordering::Relaxed);
+        }
         dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
         let op = rq.op();
         let Some(io) = dev.io_backing(&rq) else {
@@ -286,19 +291,30 @@ fn execute(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>) -> isize {
         ReqOp::Read => pos().map_or(EIO, |pos| rw(dev, io, rq, pos, Dir::Read)),
         ReqOp::Write if io.read_only => EIO,
         ReqOp::Write => pos().map_or(EIO, |pos| rw(dev, io, rq, pos, Dir::Write)),
-        ReqOp::Flush => match file.fsync() {
-            0 => 0,
-            _ => EIO,
-        },
-        ReqOp::Discard => pos().map_or(EIO, |pos| {
-            fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
-        }),
-        ReqOp::WriteZeroes if rq.no_unmap() => {
-            pos().map_or(EIO, |pos| zero_allocated(dev, file, rq, pos))
+        ReqOp::Flush => {
+            dev.stats.flushes.fetch_add(1, Ordering::Relaxed);
+            if dev.other_queues_busy(rq) {
+                dev.stats.flushes_racing.fetch_add(1, Ordering::Relaxed);
+            }
+            match file.fsync() {
+                0 => 0,
+                _ => EIO,
+            }
         }
-        ReqOp::WriteZeroes => pos().map_or(EIO, |pos| {
-            fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
-        }),
+        ReqOp::Discard => {
+            dev.stats.discards.fetch_add(1, Ordering::Relaxed);
+            pos().map_or(EIO, |pos| {
+                fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
+            })
+        }
+        ReqOp::WriteZeroes => {
+            dev.stats.write_zeroes.fetch_add(1, Ordering::Relaxed);
+            match pos() {
+                None => EIO,
+                Some(pos) if rq.no_unmap() => zero_allocated(dev, file, rq, pos),
+                Some(pos) => fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE),
+            }
+        }
         ReqOp::Other => EIO,
     }
 }

@@ -36,6 +36,9 @@ counters! {
     nowait_eagain: AtomicU64,
     /// Commands run by the worker.
     worker_submissions: AtomicU64,
+    /// Commands run by a per-cgroup worker ([`super::cgroup_workers`]), counted in
+    /// `worker_submissions` too.
+    cgroup_worker_submissions: AtomicU64,
     /// Commands given to the worker of the next hardware queue, their own queue's having
     /// some waiting (`dispatch::spread_worker`).
     worker_spread: AtomicU64,
@@ -46,6 +49,14 @@ counters! {
     /// Requests ended by the batch of the worker that finished them
     /// ([`super::sys::Backlog`]).
     completions_batched: AtomicU64,
+    /// Flushes done (`vfs_fsync` of the backing file).
+    flushes: AtomicU64,
+    /// Flushes begun while another hardware queue had requests in flight.
+    flushes_racing: AtomicU64,
+    /// Discards done (a hole punched in the backing file).
+    discards: AtomicU64,
+    /// Write-zeroes done (`REQ_NOUNMAP` or not).
+    write_zeroes: AtomicU64,
     /// Bytes read from the backing file.
     read_bytes: AtomicU64,
     /// Bytes written to the backing file.

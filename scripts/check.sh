@@ -79,7 +79,9 @@ gcc -m32 -static -O2 -Wall -o tests/compat/loop32 tests/compat/loop32.c ||
 	die "building tests/compat/loop32 failed (needs gcc-multilib: scripts/setup.sh installs it)"
 # aio-stress (tests/dio-hang), from the fstests source; without it, those tests are skipped.
 bash scripts/aio-stress.sh || die "building aio-stress failed (see above)"
-phase "test helpers (tests/kmod, tests/compat, aio-stress)"
+# replay-log and fsstress (tests/crash), from the same source; without it, those tests are skipped.
+bash scripts/crash-tools.sh || die "building the crash tests' tools failed (see above)"
+phase "test helpers (tests/kmod, tests/compat, aio-stress, crash tools)"
 
 mkdir -p results/tests
 rm -f results/tests/summary
@@ -91,7 +93,8 @@ rm -f "$scratch" && truncate -s "${SCRATCH_SIZE:-4G}" "$scratch"
 say "tests: running in the VM (filter: ${1:-all})"
 # Test variables reach the guest only through its command line.
 pass=()
-for v in TEST_DRIVER TEST_TIMEOUT TEST_BUDGET TEST_PRIORITY FUZZ_ITERS FUZZ_MIN_ITERS FUZZ_SEED FUZZ_PROCS FUZZ_THREADS FUZZ_TIME RELOAD_CYCLES; do
+for v in TEST_DRIVER TEST_TIMEOUT TEST_BUDGET TEST_PRIORITY FUZZ_ITERS FUZZ_MIN_ITERS FUZZ_SEED FUZZ_PROCS FUZZ_THREADS FUZZ_TIME RELOAD_CYCLES \
+	CRASH_MATRIX CRASH_CUTS CRASH_POINTS CRASH_SHUTDOWN_CUTS CRASH_LOG_MB CRASH_SEGMENT CRASH_SEED; do
 	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
 done
 # The kernel's configuration, for the tests that need an option (tests/lib.sh: need_config).

@@ -75,6 +75,27 @@ impl HwQueues {
         }
     }
 
+    /// Whether a hardware queue other than `hw_queue` (wrapping around) has requests in
+    /// flight.
+    ///
+    /// # Safety
+    ///
+    /// As [`Self::get`].
+    pub(super) unsafe fn others_busy(&self, hw_queue: u32) -> bool {
+        // SAFETY: Forwarded from the caller.
+        let queues: &[HwQueue] = unsafe { self.0.get() };
+        match queues.len() {
+            0 | 1 => false,
+            n => {
+                let own = hw_queue as usize % n;
+                queues
+                    .iter()
+                    .enumerate()
+                    .any(|(i, q)| i != own && q.load.inflight() > 0)
+            }
+        }
+    }
+
     /// The worker for a request in flight of hardware queue `hw_queue`
     /// ([`super::super::dispatch::spread_worker`]).
     ///

@@ -1,0 +1,158 @@
+# shellcheck shell=bash
+# Crash consistency below the loop device (docs/testing.md "Crash consistency"): what a file
+# system on a loop device was told is durable survives a power cut under the file system that
+# holds the backing file, on rust_loop as on loop.c. tests/crash/crash.py runs one stack (a
+# driver, a mode, a backing and an upper file system); each test here runs a driver's matrix,
+# the runs side by side in slots of the scratch disk, and tests/crash/report.py checks the
+# figures (results/tests/crash/*.json):
+#
+# - flakey stack, direct I/O and buffered, XFS under ext4 and ext4 under XFS: CRASH_CUTS cuts
+#   (dm-flakey drops every write from a random moment) and CRASH_POINTS points replayed from
+#   dm-log-writes' log, each checked: the backing file system mounts, every object acknowledged
+#   durable is there with its checksum, the upper file system passes e2fsck -fn / xfs_repair -n;
+# - shutdown stack (dm-linear, which takes NOWAIT bios: rust_loop's NOWAIT path), direct I/O:
+#   CRASH_SHUTDOWN_CUTS cuts by FS_IOC_SHUTDOWN of the backing file system, checked the same way.
+#
+#   CRASH_MATRIX          short: 3 runs per driver; full: 6 (make crashcheck)    default short
+#   CRASH_CUTS            cuts per flakey run (make crashcheck: 50)             default 2
+#   CRASH_POINTS          replayed points per flakey run (make crashcheck: 50)  default 3
+#   CRASH_SHUTDOWN_CUTS   cuts per shutdown run (make crashcheck: 25)           default 2
+#   CRASH_LOG_MB          log region of a flakey run (make crashcheck: 1536)    default 160
+#   CRASH_SEGMENT         longest stretch of workload before a cut, seconds     default 2.5
+#   CRASH_SEED            seed of the first run (the others follow); printed    default random
+#
+# The tools come from fstests (scripts/crash-tools.sh: replay-log, fsstress in tests/crash/bin).
+
+CRASH_BIN=$ROOT/tests/crash/bin
+CRASH_RESULTS=${RESULTS:-$ROOT/results/tests}/crash
+CRASH_CG=/sys/fs/cgroup/rust-loop-crash
+
+# The runs of a driver: stack mode backing upper. The short matrix (the suite's default) has
+# each mode, each file system above and below and the shutdown stack once; the full one
+# (make crashcheck) each mode with each upper file system, on both stacks.
+crash_matrix() {
+	case "${CRASH_MATRIX:-short}" in
+	short) printf '%s\n' "flakey dio xfs ext4" "flakey buffered ext4 xfs" "shutdown dio ext4 xfs" ;;
+	full)
+		printf '%s\n' "flakey dio xfs ext4" "flakey dio ext4 xfs" "flakey buffered xfs ext4" \
+			"flakey buffered ext4 xfs" "shutdown dio xfs ext4" "shutdown dio ext4 xfs" ;;
+	*) fail "CRASH_MATRIX must be short or full" ;;
+	esac
+}
+
+# Per run, more than the runs take under TCG on a loaded 2-core host.
+crash_timeout() {
+	echo $(((600 + ${CRASH_CUTS:-2} * 25 + ${CRASH_POINTS:-3} * 15 + ${CRASH_SHUTDOWN_CUTS:-2} * 25) * ${TEST_SLOWDOWN:-1}))
+}
+timeout_t_crash_loop_c() { crash_timeout; }
+timeout_t_crash_rust_loop() { crash_timeout; }
+
+crash_prereqs() {
+	need_config CONFIG_DM_LOG_WRITES CONFIG_DM_FLAKEY CONFIG_DM_SNAPSHOT CONFIG_BLK_DEV_RAM
+	[ ! -f "$ROOT/tests/crash/bin.missing" ] || skip "no fstests source for replay-log: $(head -n 1 "$ROOT/tests/crash/bin.missing")"
+	[ -x "$CRASH_BIN/replay-log" ] && [ -x "$CRASH_BIN/fsstress" ] ||
+		fail "tests/crash/bin/replay-log or fsstress missing: run scripts/crash-tools.sh (scripts/check.sh does)"
+	[ -b "${SCRATCH_DEV:-}" ] || fail "no scratch disk (SCRATCH_DEV=${SCRATCH_DEV:-unset})"
+	local m
+	for m in dm-log-writes dm-flakey dm-snapshot; do
+		modprobe "$m" || fail "modprobe $m failed"
+	done
+	# One RAM disk per run: the copy-on-write store of the snapshots the replayed points are
+	# checked on.
+	if [ -d /sys/module/brd ] && [ ! -b /dev/ram5 ]; then
+		rmmod brd || fail "brd is loaded with fewer than 6 RAM disks and cannot be unloaded"
+	fi
+	modprobe brd rd_nr=6 rd_size=131072 || fail "modprobe brd failed"
+	# fsstress runs in a child cgroup: its requests go to a per-cgroup worker.
+	mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup || fail "cannot mount cgroup2"
+	echo "+io +memory" >/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable the io and memory controllers"
+	mkdir -p "$CRASH_CG"
+	scratch_umount
+}
+
+# crash_driver DRIVER: every run of crash_matrix for DRIVER (loaded), side by side, each in its
+# slot of the scratch disk; their figures in $CRASH_RESULTS/DRIVER-*.json.
+crash_driver() {
+	local driver=$1 slot=0 offset=0 need=0 stack mode backing upper mib pids=() names=() i rc=0
+	local log_mb=${CRASH_LOG_MB:-160} seed=${CRASH_SEED:-$RANDOM}
+	mkdir -p "$CRASH_RESULTS"
+	rm -f "$CRASH_RESULTS/$driver"-*.json
+	while read -r stack _ _ _; do
+		need=$((need + $(crash_region "$stack" "$log_mb")))
+	done < <(crash_matrix)
+	[ $((need << 20)) -le "$(blockdev --getsize64 "$SCRATCH_DEV")" ] ||
+		fail "the runs need $need MiB of scratch disk, $SCRATCH_DEV has $(($(blockdev --getsize64 "$SCRATCH_DEV") >> 20)) (SCRATCH_SIZE)"
+	log "$driver: seed $seed, $(crash_matrix | wc -l) runs: ${CRASH_CUTS:-2} cuts and ${CRASH_POINTS:-3} replayed points per flakey run, ${CRASH_SHUTDOWN_CUTS:-2} cuts per shutdown run"
+	while read -r stack mode backing upper; do
+		local name="$driver-$stack-$mode-$backing-$upper" cuts=${CRASH_CUTS:-2}
+		[ "$stack" = flakey ] || cuts=${CRASH_SHUTDOWN_CUTS:-2}
+		python3 "$ROOT/tests/crash/crash.py" --driver "$driver" --stack "$stack" --mode "$mode" \
+			--backing "$backing" --upper "$upper" --disk "$SCRATCH_DEV" --offset $((offset << 20)) \
+			--log-mb "$log_mb" --slot "$slot" --cuts "$cuts" --points "${CRASH_POINTS:-3}" \
+			--segment "${CRASH_SEGMENT:-2.5}" --seed $((seed + slot)) \
+			--replay-log "$CRASH_BIN/replay-log" --fsstress "$CRASH_BIN/fsstress" \
+			--cgroup "$CRASH_CG" --out "$CRASH_RESULTS/$name.json" >"$T/crash-$name.log" 2>&1 &
+		pids+=($!)
+		names+=("$name")
+		offset=$((offset + $(crash_region "$stack" "$log_mb")))
+		slot=$((slot + 1))
+	done < <(crash_matrix)
+	for i in "${!pids[@]}"; do
+		if ! wait "${pids[$i]}"; then
+			rc=1
+			echo "--- ${names[$i]}:"
+			tail -n 25 "$T/crash-${names[$i]}.log"
+		fi
+	done
+	return $rc
+}
+
+# crash_region STACK LOG_MB: MiB of scratch disk a run takes.
+crash_region() {
+	python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import crash; print(crash.region_mib(sys.argv[2], int(sys.argv[3])))' \
+		"$ROOT/tests/crash" "$1" "$2"
+}
+
+crash_cleanup() {
+	cleanup_loops
+	local d
+	for d in $(dmsetup ls 2>/dev/null | awk '$1 ~ /^crash[0-9]+-/ {print $1}'); do
+		dmsetup remove "$d" 2>/dev/null || true
+	done
+	rmdir "$CRASH_CG" 2>/dev/null || true
+}
+
+# crash_report DRIVER [report.py options]: the table of DRIVER's runs and the verdict.
+crash_report() {
+	local driver=$1
+	shift
+	python3 "$ROOT/tests/crash/report.py" "$CRASH_RESULTS" --driver "$driver" \
+		--cuts "${CRASH_CUTS:-2}" --points "${CRASH_POINTS:-3}" \
+		--shutdown-cuts "${CRASH_SHUTDOWN_CUTS:-2}" "$@"
+}
+
+# loop.c under the same runs: the reference. Any difference from it is a bug of rust_loop's.
+t_crash_loop_c() {
+	crash_prereqs
+	trap crash_cleanup EXIT
+	unload_loop_drivers
+	modprobe --ignore-install loop || fail "modprobe loop.ko failed"
+	local rc=0
+	crash_driver loop || rc=1
+	crash_report loop || fail "loop.c lost acknowledged writes or failed a check (above)"
+	[ $rc = 0 ] || fail "a crash run failed (above)"
+	unload_loop_drivers
+}
+
+# rust_loop under the same runs; its counters show that each way a write can end in the driver
+# was taken (report.py --paths).
+t_crash_rust_loop() {
+	is_rust || skip "rust_loop's runs (TEST_DRIVER=loop: t_crash_loop_c runs loop.c's)"
+	crash_prereqs
+	trap crash_cleanup EXIT
+	load_rust_loop
+	local rc=0
+	crash_driver rust_loop || rc=1
+	crash_report rust_loop --paths || fail "rust_loop lost acknowledged writes, failed a check or left a path untaken (above)"
+	[ $rc = 0 ] || fail "a crash run failed (above)"
+}

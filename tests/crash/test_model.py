@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Host-side checks of the crash tests' model (model.py) and verdict (report.py): what is
+expected at a point, for files and for blocks behind a volatile cache, and that a loss fails."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model import Blocks, Files, Model, ZERO4K  # noqa: E402
+
+failed = 0
+
+
+def check(what, got, want):
+    global failed
+    if got != want:
+        failed += 1
+        print(f"FAIL: {what}: got {got!r}, expected {want!r}")
+
+
+marks = []
+m = Model(mark=marks.append)
+m.stopped = False
+f = Files(m)
+
+# A file acknowledged, then an operation in flight: known before it started, in flux after.
+r = f.start("a")
+f.ack(r, (1, 11))
+s1 = m.seq
+r2 = f.start("a")
+check("acked file at its mark", f.expected(s1), ({"a": (1, 11)}, 0))
+check("file with an operation in flight", f.expected(m.seq + 1), ({}, 1))
+check("a mark after each acknowledgement", marks, [f"s{s1}"])
+# A cut: the operation is abandoned; acknowledgements after it do not count.
+with m.lock:
+    m.stopped = True
+check("acknowledgement after a cut refused", f.ack(r2, (2, 22)), False)
+check("abandoned operation in flux", f.in_flux(), ["a"])
+m.stopped = False
+# The resync unlinks it: known (absent) again.
+r3 = f.start("a")
+f.ack(r3, None)
+check("unlinked after the cut", f.expected(m.seq), ({"a": None}, 0))
+check("still unknown at a point during the abandoned operation", f.expected(r2[0] + 0.5), ({}, 1))
+
+b = Blocks(m, "raw")
+w = b.start([1, 2], lambda blk, prev: [blk * 10])
+b.done(w)
+check("completed, not flushed: in flux", b.expected(m.seq + 1), ({}, 2))
+fl = b.flush_start()
+w2 = b.start([3], lambda blk, prev: [30])  # completes after the flush was issued
+b.done(w2)
+b.flush_done(fl)
+s2 = m.seq
+check("flush covers what completed before its issue", b.expected(s2),
+      ({1: frozenset([10]), 2: frozenset([20])}, 1))
+check("block 3 not covered yet", b.in_flux(), [3])
+# Another thread's flush covers block 3.
+fl2 = b.flush_start()
+b.flush_done(fl2)
+check("a later flush covers it", b.expected(m.seq)[0].get(3), frozenset([30]))
+# A discard: zeroes or what was there.
+d = b.start([1], lambda blk, prev: prev | {ZERO4K})
+b.done(d)
+fl3 = b.flush_start()
+b.flush_done(fl3)
+check("discarded block: old data or zeroes", b.expected(m.seq)[0][1], frozenset([10, ZERO4K]))
+# A point before the flush of a write issued: the block is in flux there.
+w3 = b.start([2], lambda blk, prev: [21])
+check("written block before its flush", b.expected(m.seq + 1)[0].get(2), None)
+b.done(w3)
+fl4 = b.flush_start()
+b.flush_done(fl4)
+check("and after", b.expected(m.seq)[0][2], frozenset([21]))
+
+# report.py: a loss fails the verdict, a clean run passes.
+run = {"driver": "rust_loop", "stack": "flakey", "mode": "dio", "backing": "xfs", "upper": "ext4",
+       "error": None, "acks": 5, "marks": 5, "marks_failed": 0, "log_mib": 1.0,
+       "counters": {}, "work": {},
+       "cuts": {"points": 1, "objects": 3, "lost": 0, "fsck_failed": 0, "mount_failed": 0,
+                "recover_mean": 1.0, "recover_max": 1.0, "details": []},
+       "replay": {"points": 1, "objects": 3, "lost": 0, "fsck_failed": 0, "mount_failed": 0,
+                  "recover_mean": None, "recover_max": None, "details": []}}
+report = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report.py")
+with tempfile.TemporaryDirectory() as d:
+    with open(os.path.join(d, "a.json"), "w") as fh:
+        json.dump(run, fh)
+    rc = subprocess.run([sys.executable, report, d, "--cuts", "1", "--points", "1"],
+                        stdout=subprocess.DEVNULL, check=False).returncode
+    check("report: a clean run passes", rc, 0)
+    rc = subprocess.run([sys.executable, report, d, "--cuts", "2", "--points", "1"],
+                        stdout=subprocess.DEVNULL, check=False).returncode
+    check("report: fewer cuts than asked fail", rc, 1)
+    run["replay"]["lost"] = 1
+    with open(os.path.join(d, "a.json"), "w") as fh:
+        json.dump(run, fh)
+    rc = subprocess.run([sys.executable, report, d, "--cuts", "1", "--points", "1"],
+                        stdout=subprocess.DEVNULL, check=False).returncode
+    check("report: a lost write fails", rc, 1)
+
+print("ok: the crash model and verdict" if not failed else f"{failed} failed")
+sys.exit(1 if failed else 0)
