@@ -48,11 +48,15 @@ timeout_t_crash_loop_c() { crash_timeout; }
 timeout_t_crash_rust_loop() { crash_timeout; }
 
 crash_prereqs() {
-	need_config CONFIG_DM_LOG_WRITES CONFIG_DM_FLAKEY CONFIG_DM_SNAPSHOT CONFIG_BLK_DEV_RAM
+	need_config CONFIG_DM_LOG_WRITES CONFIG_DM_FLAKEY CONFIG_DM_SNAPSHOT CONFIG_BLK_DEV_RAM \
+		CONFIG_BLK_DEV_NULL_BLK CONFIG_CONFIGFS_FS
 	[ ! -f "$ROOT/tests/crash/bin.missing" ] || skip "no fstests source for replay-log: $(head -n 1 "$ROOT/tests/crash/bin.missing")"
 	[ -x "$CRASH_BIN/replay-log" ] && [ -x "$CRASH_BIN/fsstress" ] ||
 		fail "tests/crash/bin/replay-log or fsstress missing: run scripts/crash-tools.sh (scripts/check.sh does)"
 	[ -b "${SCRATCH_DEV:-}" ] || fail "no scratch disk (SCRATCH_DEV=${SCRATCH_DEV:-unset})"
+	# Started at every stretch of every run: from the guest's tmpfs, not over 9p.
+	mkdir -p "$T/crash-bin" && cp "$CRASH_BIN/replay-log" "$CRASH_BIN/fsstress" "$T/crash-bin/" ||
+		fail "copying the crash tools to $T failed"
 	local m
 	for m in dm-log-writes dm-flakey dm-snapshot; do
 		modprobe "$m" || fail "modprobe $m failed"
@@ -63,6 +67,20 @@ crash_prereqs() {
 		rmmod brd || fail "brd is loaded with fewer than 6 RAM disks and cannot be unloaded"
 	fi
 	modprobe brd rd_nr=6 rd_size=131072 || fail "modprobe brd failed"
+	# The data regions: null_blk devices made through configfs (crash/crash.py: Run.regions).
+	if [ -d /sys/module/null_blk ]; then
+		rmmod null_blk || fail "null_blk is loaded and cannot be unloaded"
+	fi
+	modprobe null_blk nr_devices=0 || fail "modprobe null_blk failed"
+	mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config ||
+		fail "cannot mount configfs"
+	# udev leaves the loop and device-mapper devices alone meanwhile: no blkid probe, no inotify
+	# watch synthesizing a change event at each close of a written device (the runs bind,
+	# switch and clear devices several times a second; the probes cost CPU and hold devices
+	# open). The device-mapper devices' own uevents say so too (crash/sysio.py).
+	mkdir -p /run/udev/rules.d
+	echo 'SUBSYSTEM=="block", KERNEL=="loop*|dm-*", OPTIONS+="last_rule"' >/run/udev/rules.d/00-rust-loop-crash.rules
+	udevadm control --reload 2>/dev/null || true
 	# fsstress runs in a child cgroup: its requests go to a per-cgroup worker.
 	mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup || fail "cannot mount cgroup2"
 	echo "+io +memory" >/sys/fs/cgroup/cgroup.subtree_control || fail "cannot enable the io and memory controllers"
@@ -90,7 +108,7 @@ crash_driver() {
 			--backing "$backing" --upper "$upper" --disk "$SCRATCH_DEV" --offset $((offset << 20)) \
 			--log-mb "$log_mb" --slot "$slot" --cuts "$cuts" --points "${CRASH_POINTS:-3}" \
 			--segment "${CRASH_SEGMENT:-2.5}" --seed $((seed + slot)) \
-			--replay-log "$CRASH_BIN/replay-log" --fsstress "$CRASH_BIN/fsstress" \
+			--replay-log "$T/crash-bin/replay-log" --fsstress "$T/crash-bin/fsstress" \
 			--cgroup "$CRASH_CG" --out "$CRASH_RESULTS/$name.json" >"$T/crash-$name.log" 2>&1 &
 		pids+=($!)
 		names+=("$name")
@@ -119,7 +137,15 @@ crash_cleanup() {
 	for d in $(dmsetup ls 2>/dev/null | awk '$1 ~ /^crash[0-9]+-/ {print $1}'); do
 		dmsetup remove "$d" 2>/dev/null || true
 	done
+	for d in /sys/kernel/config/nullb/crash*; do
+		[ -d "$d" ] || continue
+		echo 0 >"$d/power" 2>/dev/null
+		rmdir "$d" 2>/dev/null || true
+	done
+	rmmod null_blk 2>/dev/null || true
 	rmdir "$CRASH_CG" 2>/dev/null || true
+	rm -f /run/udev/rules.d/00-rust-loop-crash.rules
+	udevadm control --reload 2>/dev/null || true
 }
 
 # crash_report DRIVER [report.py options]: the table of DRIVER's runs and the verdict.

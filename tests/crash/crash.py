@@ -49,16 +49,17 @@ from model import Blocks, Files, Model, ZERO4K  # noqa: E402
 import workload  # noqa: E402
 
 MIB = 1 << 20
-DATA_SIZE = 320 * MIB      # the backing file system (and the replay region)
-UPPER_SIZE = 160 * MIB     # upper.img
+DATA_SIZE = 224 * MIB      # the backing file system (and the replay region)
+UPPER_SIZE = 96 * MIB      # upper.img
 RAW_SIZE = 4 * MIB         # raw.img
 DET_SIZE = 1 * MIB         # det.img
 CFD_SIZE = 64 << 10        # fa, fb
 
 
 def region_mib(stack, log_mib):
-    """The MiB of disk a run takes: data, log and replay regions (shutdown: data)."""
-    return DATA_SIZE // MIB if stack == "shutdown" else 2 * DATA_SIZE // MIB + log_mib
+    """The MiB of disk a run takes: the log and replay regions (shutdown: none; the data region
+    is in memory, see Run.regions)."""
+    return 0 if stack == "shutdown" else DATA_SIZE // MIB + log_mib
 
 
 # mkfs.xfs refuses file systems under 300 MB unless run by fstests (these variables).
@@ -162,6 +163,7 @@ class Run:
         self.marks_failed = 0
         self.log_status = ""
         self.phases = {}
+        self.segment_no = 0
 
     def phase(self, name, t0):
         """Adds the seconds since `t0` to phase `name`; returns now."""
@@ -177,19 +179,20 @@ class Run:
             self.marks_failed += 1
 
     def regions(self):
+        """The data region: a null_blk device in memory with one hardware queue. Below
+        dm-log-writes, flushes must complete in the order they were issued: its log puts the
+        writes a flush covers before that flush's entry when the flush completes, so a later
+        flush completing first (virtio-blk has a queue per CPU, each sequencing only its own
+        flushes) would list writes it made durable after it, and a replay to it would miss them.
+        On the disk: the log and the replay region (zeroed, as the data region starts)."""
         a, dev = self.a, self.a.disk
         base = a.offset // 512
         ds, ls = DATA_SIZE // 512, self.log_size // 512
-        self.data = sysio.dm_create(f"{self.p}data", f"0 {ds} linear {dev} {base}")
-        zero = [self.data]
+        self.data = sysio.nullb_create(f"{self.p}data", DATA_SIZE // MIB)
         if not self.shutdown:
-            self.log = sysio.dm_create(f"{self.p}log", f"0 {ls} linear {dev} {base + ds}")
-            self.replay = sysio.dm_create(f"{self.p}replay",
-                                          f"0 {ds} linear {dev} {base + ds + ls}")
-            zero.append(self.replay)
-        # The replay region must start as the data region does: both zeroed.
-        for d in zero:
-            fd = os.open(d, os.O_WRONLY)
+            self.log = sysio.dm_create(f"{self.p}log", f"0 {ls} linear {dev} {base}")
+            self.replay = sysio.dm_create(f"{self.p}replay", f"0 {ds} linear {dev} {base + ls}")
+            fd = os.open(self.replay, os.O_WRONLY)
             try:
                 sysio.blk_range_ioctl(fd, sysio.BLKZEROOUT, 0, DATA_SIZE)
             finally:
@@ -203,7 +206,7 @@ class Run:
 
     def build(self):
         if self.shutdown:
-            # dm-linear takes NOWAIT bios: rust_loop's NOWAIT path serves here.
+            # null_blk takes NOWAIT bios: rust_loop's NOWAIT path serves here.
             self.fk = self.data
         else:
             self.lw = sysio.dm_create(f"{self.p}lw",
@@ -290,13 +293,19 @@ class Run:
         t.append(workload.ChangeFd({f"{self.bmnt}/{k}": v for k, v in self.cfd.items()},
                                    [f"{self.bmnt}/fa", f"{self.bmnt}/fb"], CFD_SIZE // 4096,
                                    self.stop, seed + 40, self.extra_devs))
+        # Every other stretch the workload itself runs in the child cgroup: its requests go to
+        # a per-cgroup worker then (fsstress's always do).
+        self.segment_no += 1
+        cg = self.a.cgroup if self.segment_no % 2 else os.path.dirname(self.a.cgroup)
+        with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
         with self.model.lock:
             self.model.stopped = False
         for th in t:
             th.start()
         self.threads = t
         self.procs = []
-        if self.a.fio:
+        if self.a.fio and self.segment_no % 2 == 0:
             # A deep queue of direct I/O from one task (the worker; from 4 CPUs the next
             # queue's worker too), once per stretch, verified when not cut short.
             self.procs.append(("fio", subprocess.Popen(
@@ -310,7 +319,7 @@ class Run:
             d = f"{self.umnt}/fss"
             # In a child cgroup: its requests go to a per-cgroup worker.
             self.procs.append(("fsstress", subprocess.Popen(
-                ["bash", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cg, self.a.fsstress,
+                ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cg, self.a.fsstress,
                  "-d", d, "-p", "1", "-n", "1000000", "-s", str(seed & 0xFFFF)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)))
 
@@ -370,7 +379,8 @@ class Run:
                 found = None
             if found != state:
                 lost += 1
-                fig.note(f"{where}: file {name}: expected {state}, found {found}")
+                fig.note(f"{where}: file {name}: expected {state}, found {found}; "
+                         f"{self.explain_file(name, s, found)}")
         n = len(exp)
         for blocks, path in ((self.raw, "raw.img"), (self.det, "det.img"),
                              (self.cfd["fa"], "fa"), (self.cfd["fb"], "fb")):
@@ -390,6 +400,18 @@ class Run:
         fig.objects += n
         fig.lost += lost
         return lost
+
+    def explain_file(self, name, s, found):
+        """A wrong file's operations (op, started, acknowledged, meant to leave) and which of
+        them left what was found."""
+        ops = self.files.hist.get(name, [])
+        which = "none of its states"
+        for i, (start, ack, st, op, intended) in enumerate(ops):
+            if found in (st, intended):
+                which = f"operation {i} ({op})"
+        hist = "; ".join(f"{i}: {op} {start}-{ack} -> {intended}"
+                         for i, (start, ack, st, op, intended) in enumerate(ops[-6:], max(0, len(ops) - 6)))
+        return f"found is what {which} left; operations: {hist}"
 
     @staticmethod
     def explain(blocks, b, s, crc):
@@ -491,7 +513,7 @@ class Run:
             self.model.stopped = False
         for name in self.files.in_flux():
             tid, fname = name.split("/", 1)
-            rec = self.files.start(name)
+            rec = self.files.start(name, "unlink (resync)", None)
             for suffix in ("", ".tmp"):
                 try:
                     os.unlink(f"{self.umnt}/{name}{suffix}")
@@ -560,10 +582,12 @@ class Run:
         sysio.umount(self.bmnt)
         self.run_secs = time.monotonic() - t_start
         if self.shutdown:
+            sysio.nullb_remove(f"{self.p}data")
             return
         self.log_status = sysio.dm_status(f"{self.p}lw")
         sysio.dm_remove(f"{self.p}fk")
         sysio.dm_remove(f"{self.p}lw")
+        sysio.nullb_remove(f"{self.p}data")
         t = self.phase("end", t)
         self.replay_checks()
         self.phase("replay", t)
@@ -699,17 +723,21 @@ class Run:
                     sysio.loop_detach(d[0], d[1], timeout=5)
                 except Exception:  # noqa: BLE001
                     pass
-        for n in ("snap", "fk", "lw", "data", "log", "replay"):
+        for n in ("snap", "fk", "lw", "log", "replay"):
             try:
                 sysio.dm_remove(f"{self.p}{n}", tries=20)
             except Exception:  # noqa: BLE001
                 pass
+        try:
+            sysio.nullb_remove(f"{self.p}data")
+        except Exception:  # noqa: BLE001
+            pass
 
     def report(self, error=None):
         a = self.a
         return {
             "driver": a.driver, "mode": a.mode, "backing": a.backing, "upper": a.upper,
-            "stack": a.stack,
+            "stack": a.stack, "cpus": os.cpu_count(),
             "seed": a.seed, "cuts": self.cuts.as_dict(), "replay": self.replays.as_dict(),
             "acks": self.model.acks, "marks": len(self.model.marks),
             "marks_failed": self.marks_failed,

@@ -59,12 +59,13 @@ class Files:
         self.m = model
         self.hist = {}  # name -> [(start_seq, ack_seq or None, state)]
 
-    def start(self, name):
-        """An operation on `name` starts; returns its record, or None if the run is stopped."""
+    def start(self, name, op="", intended=None):
+        """An operation `op` on `name` starts, meant to leave state `intended`; returns its
+        record, or None if the run is stopped."""
         with self.m.lock:
             if self.m.stopped:
                 return None
-            rec = [self.m.next(), None, None]
+            rec = [self.m.next(), None, None, op, intended]
             self.hist.setdefault(name, []).append(rec)
             return rec
 
@@ -84,7 +85,7 @@ class Files:
         out, flux = {}, 0
         for name, ops in self.hist.items():
             state, known = None, True
-            for start, ack, st in ops:
+            for start, ack, st, *_ in ops:
                 if start >= s:
                     break
                 # Operations on a file are sequential: a later one acknowledged by `s` decides,

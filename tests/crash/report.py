@@ -87,7 +87,7 @@ def summary(runs):
 def paths(runs):
     """rust_loop's counters summed over the runs: each way a write ends, taken or not."""
     bad = []
-    cpus = os.cpu_count() or 1
+    cpus = min((r.get("cpus") or 1 for r in runs), default=1)
     print(f"{'way a write ends':<58} {'counter':<26} {'count':>9}")
     for what, counter, which in PATHS:
         sel = [r for r in runs if which == "all" or

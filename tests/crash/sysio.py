@@ -175,6 +175,46 @@ def sectors(dev):
         os.close(fd)
 
 
+# ---- null_blk (configfs) ----
+NULLB = "/sys/kernel/config/nullb"
+
+
+def _nullb_set(d, attr, value):
+    with open(os.path.join(d, attr), "w") as f:
+        f.write(str(value))
+
+
+def nullb_create(name, size_mib):
+    """A memory-backed null_blk device /dev/<name> (null_blk names a device made through
+    configfs after its directory) of `size_mib` MiB with one hardware queue, completing in the
+    submitter's context (null_blk must be loaded with nr_devices=0, configfs mounted); returns
+    its node."""
+    d = os.path.join(NULLB, name)
+    os.mkdir(d)
+    node = f"/dev/{name}"
+    try:
+        for attr, value in (("size", size_mib), ("memory_backed", 1),
+                            ("blocksize", 512), ("submit_queues", 1), ("queue_mode", 2),
+                            ("irqmode", 0), ("discard", 1), ("power", 1)):
+            _nullb_set(d, attr, value)
+    except OSError:
+        nullb_remove(name)
+        raise
+    for _ in range(100):
+        if os.path.exists(node):
+            return node
+        time.sleep(0.02)
+    raise RuntimeError(f"{node} (null_blk {name}) did not appear")
+
+
+def nullb_remove(name):
+    d = os.path.join(NULLB, name)
+    if not os.path.isdir(d):
+        return
+    _nullb_set(d, "power", 0)
+    os.rmdir(d)
+
+
 # ---- block device ioctls ----
 BLKDISCARD = 0x1277
 BLKZEROOUT = 0x127F

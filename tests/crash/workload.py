@@ -100,8 +100,9 @@ class FileWriter(Worker):
     def key(self, name):
         return f"w{self.tid}/{name}"
 
-    def begin(self, name):
-        rec = self.files.start(self.key(name))
+    def begin(self, name, op, data):
+        rec = self.files.start(self.key(name), op,
+                               None if data is None else (len(data), zlib.crc32(data)))
         if rec is None:
             raise Stop
         return rec
@@ -156,7 +157,7 @@ class FileWriter(Worker):
         name = f"f{self.counter[0]}"
         self.counter[0] += 1
         data = bytearray(self.rng.randbytes(self.size()))
-        rec = self.begin(name)
+        rec = self.begin(name, "create", data)
         fd = os.open(self.path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             self.write_all(fd, data)
@@ -170,15 +171,15 @@ class FileWriter(Worker):
         old = self.content[name]
         off = self.rng.randint(0, len(old))
         new = self.rng.randbytes(self.rng.randint(1, 64 << 10))
-        rec = self.begin(name)
+        data = bytearray(old)
+        data[off:off + len(new)] = new
+        rec = self.begin(name, f"overwrite {off}+{len(new)}", data)
         fd = os.open(self.path(name), os.O_WRONLY)
         try:
             self.write_all(fd, new, off)
             os.fdatasync(fd)
         finally:
             os.close(fd)
-        data = bytearray(old)
-        data[off:off + len(new)] = new
         self.finish(rec, name, data)
 
     def dio_overwrite(self, name):
@@ -191,7 +192,11 @@ class FileWriter(Worker):
         self.buf.seek(0)
         new = self.rng.randbytes(n * BS)
         self.buf.write(new)
-        rec = self.begin(name)
+        data = bytearray(old)
+        if len(data) < first * BS:
+            data.extend(bytes(first * BS - len(data)))
+        data[first * BS:first * BS + n * BS] = new
+        rec = self.begin(name, f"dio {first * BS}+{n * BS}", data)
         fd = os.open(self.path(name), os.O_WRONLY | os.O_DIRECT)
         try:
             done = os.pwrite(fd, memoryview(self.buf)[:n * BS], first * BS)
@@ -200,41 +205,39 @@ class FileWriter(Worker):
             os.fdatasync(fd)
         finally:
             os.close(fd)
-        data = bytearray(old)
-        if len(data) < first * BS:
-            data.extend(bytes(first * BS - len(data)))
-        data[first * BS:first * BS + n * BS] = new
         self.finish(rec, name, data)
 
     def append(self, name):
         new = self.rng.randbytes(self.size() // 2 + 1)
-        rec = self.begin(name)
+        data = self.content[name] + new
+        rec = self.begin(name, f"append {len(new)}", data)
         fd = os.open(self.path(name), os.O_WRONLY | os.O_APPEND)
         try:
             self.write_all(fd, new)
             os.fsync(fd)
         finally:
             os.close(fd)
-        self.finish(rec, name, self.content[name] + new)
+        self.finish(rec, name, data)
 
     def truncate(self, name):
         old = self.content[name]
         n = self.rng.randint(0, len(old) + (8 << 10))
-        rec = self.begin(name)
+        data = bytearray(old[:n]) + bytes(max(0, n - len(old)))
+        rec = self.begin(name, f"truncate {n}", data)
         fd = os.open(self.path(name), os.O_WRONLY)
         try:
             os.ftruncate(fd, n)
             os.fsync(fd)
         finally:
             os.close(fd)
-        self.finish(rec, name, bytearray(old[:n]) + bytes(max(0, n - len(old))))
+        self.finish(rec, name, data)
 
     def replace(self, name):
         """A new version written to a temporary file, fsync'd, renamed over the old one, the
         directory fsync'd."""
         data = bytearray(self.rng.randbytes(self.size()))
         tmp = self.path(name + ".tmp")
-        rec = self.begin(name)
+        rec = self.begin(name, "replace", data)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             self.write_all(fd, data)
@@ -246,7 +249,7 @@ class FileWriter(Worker):
         self.finish(rec, name, data)
 
     def unlink(self, name):
-        rec = self.begin(name)
+        rec = self.begin(name, "unlink", None)
         os.unlink(self.path(name))
         os.fsync(self.dfd)
         self.finish(rec, name, None)
@@ -419,6 +422,7 @@ class Detacher(Worker):
             self.stats["rounds"] += 1
         finally:
             os.close(fd)
+        time.sleep(self.rng.uniform(0.05, 0.3))
         # LOOP_CLR_FD set autoclear (we held it open): the close above unbinds it.
         end = time.monotonic() + 30
         while sysio.loop_owned(dev, ident):
@@ -468,7 +472,7 @@ class ChangeFd(Worker):
             while not self.stop.is_set():
                 os.fsync(fd)
                 self.stats["flushes"] += 1
-                time.sleep(0.005)
+                time.sleep(0.02)
         finally:
             os.close(fd)
 
@@ -507,4 +511,4 @@ class ChangeFd(Worker):
         if not blocks.flush_done(rec):
             raise Stop
         self.stats["changes"] += 1
-        time.sleep(self.rng.uniform(0.01, 0.05))
+        time.sleep(self.rng.uniform(0.05, 0.3))
