@@ -12,11 +12,12 @@
 # per release, naming the kernels it supports). A build of any other commit, or of a checkout with
 # changes, gets a snapshot entry on top in the build's copy:
 # <release>+git<commits since the release's entry>.g<commit>[.dirty], which sorts after the
-# release and before the next one.
+# release and before the next one; while the top entry's distribution is UNRELEASED (a release
+# in the making), <release>~git<commits since the entry>.g<commit>[.dirty], before the release.
 #
 #   scripts/deb.sh                     build (a build of the same version and files is reused)
-#   RUST_LOOP_DEB_VERSION=V ...        package as version V instead (scripts/dkms-test.sh builds a
-#                                      lower one to test an upgrade from it)
+#   RUST_LOOP_DEB_VERSION=V ...        package as version V, above the one it would get, with a
+#                                      changelog entry of its own (scripts/dkms-test.sh: the upgrade)
 #   RUST_LOOP_DEB_OUT=DIR ...          into DIR instead of results/deb/
 #   scripts/deb.sh version             print the version a build would get, and nothing else
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -27,6 +28,7 @@ command -v git >/dev/null && git rev-parse --git-dir >/dev/null 2>&1 ||
 # The release: the top entry of debian/changelog, and the commit that made it.
 release=$(sed -n '1s/^rust-loop (\([^)]*\)) .*/\1/p' debian/changelog)
 [ -n "$release" ] || die "debian/changelog does not start with a 'rust-loop (VERSION) ...' entry"
+dist=$(sed -n '1s/^rust-loop ([^)]*) \([^;]*\);.*/\1/p' debian/changelog)
 # (The last commit that changed that entry's first line: a release is made by committing it with
 # its distribution, UNRELEASED until then.)
 release_re="^rust-loop [(]$(printf %s "$release" | sed 's/[^A-Za-z0-9]/[&]/g')[)] "
@@ -38,23 +40,36 @@ if [ -n "$release_commit" ]; then
 else
 	since=$(git rev-list --count HEAD) # the entry is not committed yet
 fi
-snapshot=
-if [ -n "${RUST_LOOP_DEB_VERSION:-}" ]; then
-	version=$RUST_LOOP_DEB_VERSION
-	snapshot="Built as version $version from commit $(git rev-parse --short=12 HEAD)${dirty:+ with uncommitted changes}."
+head=$(git rev-parse --short=12 HEAD)
+# The build's changelog: as it is for a release; for a snapshot, the top entry (UNRELEASED) gets
+# the snapshot's version and a line saying so, or a new entry goes on top (after a release).
+entry=
+if [ "$dist" = UNRELEASED ]; then
+	version=$release~git$since.g$head$dirty
+	entry=replace
+	note="Snapshot of commit $head, $since commits into $release, which is not released yet${dirty:+, with uncommitted changes}."
 elif [ "$since" = 0 ] && [ -n "$release_commit" ] && [ -z "$dirty" ]; then
 	version=$release
 else
-	version=$release+git$since.g$(git rev-parse --short=12 HEAD)$dirty
-	snapshot="Snapshot of commit $(git rev-parse --short=12 HEAD), $since commits after $release${dirty:+, with uncommitted changes}."
+	version=$release+git$since.g$head$dirty
+	entry=add
+	note="Snapshot of commit $head, $since commits after $release${dirty:+, with uncommitted changes}."
+fi
+if [ -n "${RUST_LOOP_DEB_VERSION:-}" ]; then
+	bump=$RUST_LOOP_DEB_VERSION
+	dpkg --compare-versions "$bump" gt "$version" ||
+		die "RUST_LOOP_DEB_VERSION=$bump is not above this build's version $version"
 fi
 # Debian's and DKMS's rules at once: a native version (no hyphen), letters, digits, . + ~.
-[[ $version =~ ^[0-9][A-Za-z0-9.+~]*$ ]] ||
-	die "version '$version' is not a native Debian version DKMS can use (a digit first; letters, digits, . + ~)"
+for v in "$version" ${bump:+"$bump"}; do
+	[[ $v =~ ^[0-9][A-Za-z0-9.+~]*$ ]] ||
+		die "version '$v' is not a native Debian version DKMS can use (a digit first; letters, digits, . + ~)"
+done
 if [ "${1:-}" = version ]; then
 	echo "$version"
 	exit 0
 fi
+version_built=${bump:-$version}
 [ $# = 0 ] || die "usage: scripts/deb.sh [version]"
 
 debroot=$(bash "$ROOT/scripts/debroot.sh") || die "scripts/debroot.sh failed"
@@ -71,16 +86,23 @@ rm -rf "$build" && mkdir -p "$src"
 git ls-files -z --cached --others --exclude-standard | grep -zv '^results/' |
 	while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
 	tar -cf - --null -T - | tar -xf - -C "$src" || die "copying the checkout into $src failed"
-if [ -n "$snapshot" ]; then
-	maint=$(sed -n 's/^Maintainer: //p' debian/control)
-	if [ -z "$dirty" ]; then date=$(git log -1 --format=%aD HEAD); else date=$(date -R); fi
-	{
-		printf 'rust-loop (%s) unstable; urgency=medium\n\n' "$version"
-		printf '%s\n' "$snapshot" | fold -s -w 74 | sed 's/ *$//; 1s/^/  * /; 2,$s/^/    /'
-		printf '\n -- %s  %s\n\n' "$maint" "$date"
-		cat debian/changelog
-	} >"$src/debian/changelog"
+# (A changelog bullet, wrapped as dch does.)
+bullet() { printf '%s\n' "$1" | fold -s -w 74 | sed 's/ *$//; 1s/^/  * /; 2,$s/^/    /'; }
+maint=$(sed -n 's/^Maintainer: //p' debian/control)
+if [ -z "$dirty" ]; then date=$(git log -1 --format=%aD HEAD); else date=$(date -R); fi
+cl=$src/debian/changelog
+case $entry in
+replace) { printf 'rust-loop (%s) unstable; urgency=medium\n\n' "$version"; bullet "$note"; sed 1,2d debian/changelog; } >"$cl" ;;
+add) { printf 'rust-loop (%s) unstable; urgency=medium\n\n' "$version"; bullet "$note"; printf '\n -- %s  %s\n\n' "$maint" "$date"; cat debian/changelog; } >"$cl" ;;
+esac
+if [ -n "${bump:-}" ]; then
+	{ printf 'rust-loop (%s) unstable; urgency=medium\n\n' "$bump"; bullet "The same source as $version, as version $bump."
+		printf '\n -- %s  %s\n\n' "$maint" "$date"; cat "$cl"; } >"$cl.new"
+	mv "$cl.new" "$cl"
 fi
+version=$version_built
+src_final=$build/rust-loop-$version
+[ "$src" = "$src_final" ] || { mv "$src" "$src_final"; src=$src_final; }
 
 # The same version from the same files is built already: reuse it.
 hash=$(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)

@@ -53,7 +53,7 @@ if ! flock -n 9; then
 	flock 9
 fi
 if [ ! -f "$DEB_ROOT/.rust-loop-made" ]; then
-	command -v debootstrap >/dev/null || die "debootstrap not found: run scripts/setup.sh"
+	command -v debootstrap >/dev/null || die "debootstrap not found: apt install debootstrap (scripts/setup.sh installs it on a development machine)"
 	say "debroot: making a Debian $DEB_SUITE packaging root in $DEB_ROOT (debootstrap, 2-3 minutes)"
 	rm -rf "$DEB_ROOT"
 	# minbase only: debootstrap does not resolve virtual packages (lintian's perl modules need
