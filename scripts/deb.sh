@@ -41,19 +41,20 @@ else
 	since=$(git rev-list --count HEAD) # the entry is not committed yet
 fi
 head=$(git rev-parse --short=12 HEAD)
+commits="$since commit$([ "$since" = 1 ] || echo s)"
 # The build's changelog: as it is for a release; for a snapshot, the top entry (UNRELEASED) gets
 # the snapshot's version and a line saying so, or a new entry goes on top (after a release).
 entry=
 if [ "$dist" = UNRELEASED ]; then
 	version=$release~git$since.g$head$dirty
 	entry=replace
-	note="Snapshot of commit $head, $since commits into $release, which is not released yet${dirty:+, with uncommitted changes}."
+	note="Snapshot of commit $head, $commits into $release, which is not released yet${dirty:+, with uncommitted changes}."
 elif [ "$since" = 0 ] && [ -n "$release_commit" ] && [ -z "$dirty" ]; then
 	version=$release
 else
 	version=$release+git$since.g$head$dirty
 	entry=add
-	note="Snapshot of commit $head, $since commits after $release${dirty:+, with uncommitted changes}."
+	note="Snapshot of commit $head, $commits after $release${dirty:+, with uncommitted changes}."
 fi
 if [ -n "${RUST_LOOP_DEB_VERSION:-}" ]; then
 	bump=$RUST_LOOP_DEB_VERSION

@@ -66,7 +66,7 @@ if [ "${RUST_LOOP_KVM:-0}" = 1 ]; then
 else
 	args+=(--disable-kvm)
 fi
-[ -z "${VM_QEMU_OPTS:-}" ] || args+=(--qemu-opts "$VM_QEMU_OPTS")
+[ -z "${VM_QEMU_OPTS:-}" ] || args+=("--qemu-opts=$VM_QEMU_OPTS")
 for d in "${rwdirs[@]}"; do args+=(--rwdir "$d"); done
 # The disks, /dev/vda, /dev/vdb, ... in the guest (virtio-blk, in order), are raw images attached
 # with their format named: virtme-ng's --disk names none, and QEMU then probes each image, warns
@@ -79,7 +79,8 @@ for i in "${!disks[@]}"; do
 	[[ $d != *[,=[:space:]]* ]] || die "vm: --disk $d: the path cannot contain ',', '=' or white space (QEMU's option syntax)"
 	qemu_disks+=" -drive if=none,id=rl-disk$i,file=$d,format=raw -device virtio-blk-pci,drive=rl-disk$i,serial=rl-disk$i"
 done
-[ -z "$qemu_disks" ] || args+=(--qemu-opts "${qemu_disks# }")
+# (--qemu-opts=VALUE: vng's parser takes a separate "-drive ..." for its own option -d.)
+[ -z "$qemu_disks" ] || args+=("--qemu-opts=${qemu_disks# }")
 
 # The command's status travels through a file: the console may lose it. A second file tells
 # that the guest came up and started the command.
