@@ -10,7 +10,7 @@
 #   scripts/debroot.sh exec CMD...  run CMD in it as root, with the project directory mounted at
 #                                   its own path and the working directory kept when it is in there
 #
-# It lives in $RUST_LOOP_CACHE/deb/root-trixie (about 400 MB); debootstrap takes 2-3 minutes.
+# It lives in $RUST_LOOP_CACHE/deb/root-trixie (about 950 MB), made in 2.5-5 minutes.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 DEB_SUITE=trixie
@@ -54,7 +54,7 @@ if ! flock -n 9; then
 fi
 if [ ! -f "$DEB_ROOT/.rust-loop-made" ]; then
 	command -v debootstrap >/dev/null || die "debootstrap not found: apt install debootstrap (scripts/setup.sh installs it on a development machine)"
-	say "debroot: making a Debian $DEB_SUITE packaging root in $DEB_ROOT (debootstrap, 2-3 minutes)"
+	say "debroot: making a Debian $DEB_SUITE packaging root in $DEB_ROOT (debootstrap and the tools, 2.5-5 minutes)"
 	rm -rf "$DEB_ROOT"
 	# minbase only: debootstrap does not resolve virtual packages (lintian's perl modules need
 	# perl-openssl-abi-3), apt-get below does.
