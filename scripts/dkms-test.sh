@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The DKMS package tested as a user installs and upgrades it: on a Debian trixie root file system
-# with the stock 7.3 kernel (config/stock.conf) and its headers, through the local apt repository
+# with the stock 7.3 kernel (config/kernels.conf) and its headers, through the local apt repository
 # `make repo` makes (`deb [trusted=yes] file:... ./`), offline: `apt install rust-loop-dkms`
 # (DKMS builds and installs rust_loop for that kernel), then `apt upgrade` to a newer version of
 # it (DKMS removes the old one's module and builds the new one's); the root is then booted with
