@@ -16,7 +16,9 @@
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (docs/testing.md "fstests")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
 #   make toolchains      build with the stock kernel's rustc and with the project's (both warning-free)
-#   make deb             the DKMS package (results/deb/rust-loop-dkms_<version>_all.deb)
+#   make deb             the Debian source and DKMS packages, dpkg-buildpackage (results/deb/)
+#   make repo            a local apt repository of them (results/repo/: deb [trusted=yes] file:...)
+#   make lintian         lintian on the packages (Debian trixie's; errors and warnings fail)
 #   make matrix          build the module for every kernel of config/kernels.conf (MATRIX=<names>)
 #   make smoke           boot STOCK=<name> and attach, mkfs, fio verify, detach, unload
 #   make subset          the reliability subset (tests/reliability.list) on STOCK=<name>
@@ -33,7 +35,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb toolchains matrix smoke subset kernels kernels-table
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian toolchains matrix smoke subset kernels kernels-table
 
 all: modules
 
@@ -97,6 +99,12 @@ fstests:
 
 deb:
 	bash scripts/deb.sh
+
+repo:
+	bash scripts/repo.sh
+
+lintian:
+	bash scripts/lintian.sh
 
 matrix:
 	bash scripts/matrix.sh

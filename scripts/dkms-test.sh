@@ -1,24 +1,38 @@
 #!/usr/bin/env bash
-# The DKMS package tested as a user installs it: on a Debian trixie root file system with the
-# stock 7.3 kernel (config/stock.conf) and its headers, `apt install ./rust-loop-dkms_*.deb`
-# offline, DKMS builds and installs rust_loop for that kernel; the root is then booted with that
-# kernel in a VM, where `modprobe loop` must give rust_loop, a --direct-io=on device must carry
-# ext4 and a fio verify round, `modprobe -r loop` must unload it, and after `apt purge` `modprobe
-# loop` must give the kernel's loop.ko again.
+# The DKMS package tested as a user installs and upgrades it: on a Debian trixie root file system
+# with the stock 7.3 kernel (config/kernels.conf) and its headers, through the local apt repository
+# `make repo` makes (`deb [trusted=yes] file:... ./`), offline: `apt install rust-loop-dkms`
+# (DKMS builds and installs rust_loop for that kernel), then `apt upgrade` to a newer version of
+# it (DKMS removes the old one's module and builds the new one's); the root is then booted with
+# that kernel in a VM, where `modprobe loop` must give rust_loop, a --direct-io=on device must
+# carry ext4 and a fio verify round, `modprobe -r loop` must unload it, and after `apt purge`
+# `modprobe loop` must give the kernel's loop.ko again.
 #
 #   scripts/dkms-test.sh     (as root)
 #
 # Phases (each says what it does; any failed check stops the script with a non-zero status):
+#  0. packages: the repository of this checkout (scripts/repo.sh: results/repo/, version V), and
+#     the newer version the upgrade goes to: the same source as V+upgrade1 (scripts/deb.sh with
+#     RUST_LOOP_DEB_VERSION, into results/dkms-test/next/), in a second repository directory
+#     holding both (results/dkms-test/repo-next/).
 #  1. root: $RUST_LOOP_CACHE/stock/user-root-trixie, made once by debootstrap (minbase, from
 #     Debian's archive) with util-linux, e2fsprogs, fio, kmod and udev; trixie-backports added;
 #     the stock kernel's modules and headers installed from the debs scripts/stock.sh downloaded.
-#     Every run: apt-get update, purge an earlier rust-loop-dkms, and download (only) what the
-#     package needs, so that the install needs no network.
+#     Every run: purge an earlier rust-loop-dkms (and what it pulled in), add the repository as
+#     /srv/rust-loop-repo (sources.list.d/rust-loop.list), apt-get update, and download (only)
+#     what the package needs, so that the install needs no network. Two kernels' headers DKMS
+#     cannot build rust_loop for are faked in /lib/modules: one of another series with Rust, one
+#     without Rust.
 #  2. install: in that root as a chroot on the host (building the Rust artefacts under TCG would
-#     take very long), in a network namespace without network: apt install ./rust-loop-dkms_*.deb
-#     (its postinst runs DKMS for the kernels whose headers are installed: the stock one). Checks:
-#     apt downloaded nothing, `dkms status` says installed for the stock kernel, modprobe's view.
-#  3. VM: the root booted with the stock kernel (virtme-ng --root, read-write), the checks above;
+#     take very long), in a network namespace without network: apt install rust-loop-dkms (its
+#     postinst runs DKMS for the kernels whose headers are installed). Checks: apt downloaded
+#     nothing, `dkms status` says installed for the stock kernel, the postinst says why the fake
+#     kernels keep loop.ko, modprobe's view.
+#  3. upgrade: the repository gains V+upgrade1; apt-get update (of that source only: offline) and
+#     apt upgrade. Checks: apt saw the upgrade, `dkms status` says V+upgrade1 installed and knows
+#     no V, V's source is gone, the module in updates/dkms is new, the Rust artefacts were reused
+#     (not regenerated), modprobe's view.
+#  4. VM: the root booted with the stock kernel (virtme-ng --root, read-write), the checks above;
 #     then apt purge rust-loop-dkms (in the root on the host: DKMS's depmod over the kernel's
 #     modules takes minutes under TCG) and a second boot, where `modprobe loop` gives loop.ko.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -64,12 +78,21 @@ phase_end() { took[$phase]=$((SECONDS - phase_t0)); }
 exec 9>"$base/.user-root.lock"
 flock -n 9 || die "another scripts/dkms-test.sh is running (lock $base/.user-root.lock)"
 
-# 0. The stock kernel's debs and image (cached), and the package.
+# 0. The stock kernel's debs and image (cached), and the packages.
 bash "$ROOT/scripts/stock.sh" >/dev/null || die "scripts/stock.sh failed"
 vmlinuz=$(bash "$ROOT/scripts/stock.sh" vmlinuz)
-deb=$(bash "$ROOT/scripts/deb.sh") || die "scripts/deb.sh failed"
-debname=$(basename "$deb")
-debver=$(dpkg-deb -f "$deb" Version)
+phase_start packages "the repository (scripts/repo.sh) and the version to upgrade to"
+repo=$(bash "$ROOT/scripts/repo.sh") || die "scripts/repo.sh failed"
+debver=$(sed -n 's/^Version: //p' "$repo/Packages")
+[ "$(echo "$debver" | wc -l)" = 1 ] || die "$repo/Packages does not hold one version: '$debver'"
+firstver=$debver nextver=$debver+upgrade1
+rm -rf "$out/next" "$out/repo-next"
+RUST_LOOP_DEB_OUT=$out/next RUST_LOOP_DEB_VERSION=$nextver bash "$ROOT/scripts/deb.sh" >/dev/null ||
+	die "building rust-loop $nextver failed"
+mkdir -p "$out/repo-next"
+cp "$repo"/*.deb "$repo"/*.dsc "$repo"/*.tar.xz "$out/next/"*.deb "$out/next/"*.dsc "$out/next/"*.tar.xz "$out/repo-next/"
+bash "$ROOT/scripts/repo.sh" --index "$out/repo-next" >/dev/null || die "indexing $out/repo-next failed"
+phase_end
 
 # 1. The root file system.
 phase_start root "the trixie root $uroot"
@@ -84,12 +107,11 @@ if [ ! -f "$uroot/.rust-loop-debootstrapped" ]; then
 	touch "$uroot/.rust-loop-debootstrapped"
 fi
 echo "deb $STOCK_ARCHIVE $STOCK_SUITE-backports main" >"$uroot/etc/apt/sources.list.d/backports.list"
-say "dkms-test: apt-get update in the root"
-uexec apt-get update -q >"$out/apt-update.log" 2>&1 || die "apt-get update in $uroot failed (log: $out/apt-update.log)"
 kpkgs=("linux-base-$krel" "linux-modules-$krel" "linux-headers-$krel" "linux-headers-$kabi-common"
 	"linux-kbuild-$kabi")
 if [ ! -f "$uroot/.rust-loop-kernel-$STOCK_DEBVER" ]; then
 	say "dkms-test: installing the stock kernel's modules and headers ($STOCK_DEBVER) in the root"
+	uexec apt-get update -q >"$out/apt-update.log" 2>&1 || die "apt-get update in $uroot failed (log: $out/apt-update.log)"
 	mkdir -p "$uroot/root/kernel-debs"
 	files=()
 	for p in "${kpkgs[@]}"; do
@@ -117,7 +139,15 @@ if [ -n "$(uexec apt-mark showauto 2>/dev/null)" ]; then
 	uexec env SUDO_FORCE_REMOVE=yes apt-get autoremove --purge -y -q >"$out/autoremove.log" 2>&1 ||
 		die "apt-get autoremove in the root failed (log: $out/autoremove.log)"
 fi
-rm -rf "$uroot/var/cache/rust-loop"
+rm -rf "$uroot/var/cache/rust-loop" "$uroot"/root/rust-loop-dkms_*.deb
+# The repository, as a user adds it (README "Install").
+rm -rf "$uroot/srv/rust-loop-repo" && mkdir -p "$uroot/srv/rust-loop-repo"
+cp "$repo"/* "$uroot/srv/rust-loop-repo/"
+echo "deb [trusted=yes] file:/srv/rust-loop-repo ./" >"$uroot/etc/apt/sources.list.d/rust-loop.list"
+say "dkms-test: apt-get update in the root"
+uexec apt-get update -q >"$out/apt-update.log" 2>&1 || die "apt-get update in $uroot failed (log: $out/apt-update.log)"
+cand=$(uexec apt-cache policy rust-loop-dkms | sed -n 's/^ *Candidate: //p')
+[ "$cand" = "$debver" ] || die "apt's candidate for rust-loop-dkms is '$cand', not the repository's $debver"
 # linux-source-7.3 must be of the headers' version; if the archive has moved on, the pinned one
 # (downloaded by scripts/stock.sh) is installed first, as a user keeping that kernel would.
 cand=$(uexec apt-cache policy "$STOCK_SOURCE" | sed -n 's/^ *Candidate: //p')
@@ -127,37 +157,103 @@ if [ "$cand" != "$STOCK_DEBVER" ]; then
 	cp "$f" "$uroot/root/" && uexec apt-get install -y -q "./$(basename "$f")" >"$out/source-install.log" 2>&1 ||
 		die "installing the pinned $STOCK_SOURCE failed (log: $out/source-install.log)"
 fi
-rm -f "$uroot"/root/rust-loop-dkms_*.deb
-cp "$deb" "$uroot/root/$debname"
-say "dkms-test: downloading (only) what $debname needs"
-uexec apt-get install -y -q --download-only "./$debname" >"$out/download.log" 2>&1 ||
-	die "apt-get install --download-only ./$debname failed (log: $out/download.log)"
+say "dkms-test: downloading (only) what rust-loop-dkms needs"
+uexec apt-get install -y -q --download-only rust-loop-dkms >"$out/download.log" 2>&1 ||
+	die "apt-get install --download-only rust-loop-dkms failed (log: $out/download.log)"
+# Kernels rust_loop is not built for: headers (as DKMS looks for them) of a series this version
+# does not support, with Rust, and of one without Rust. The postinst must say why each keeps
+# loop.ko, and neither may fail the install.
+fake_rust=6.12.99-rust-loop-test fake_norust=6.12.98-rust-loop-test-norust
+for k in $fake_rust $fake_norust; do
+	rm -rf "$uroot/lib/modules/$k" && mkdir -p "$uroot/lib/modules/$k/build/include"
+	cp "$uroot/lib/modules/$krel/build/.config" "$uroot/lib/modules/$k/build/.config"
+done
+sed -i '/^CONFIG_RUST=/d' "$uroot/lib/modules/$fake_norust/build/.config"
 phase_end
 
+# What apt printed must show no download from an archive: checks LOG.
+# (apt lists the local repository's package as "Get:1 file:/srv/...": only a fetch over the
+# network counts.)
+no_download() {
+	! grep -Eq '^(Get|Err|Ign|Hit):[0-9]+ [a-z+]+://' "$1" || die "apt downloaded (see $1)"
+	if grep -q '^Need to get' "$1"; then
+		grep -q '^Need to get 0 B/' "$1" || die "apt needed to download (see $1)"
+	fi
+}
+# The module DKMS installed for the stock kernel, and modprobe's view of `loop`.
+check_module() {
+	local modfile show
+	modfile=$(uexec modinfo -k "$krel" -F filename rust_loop) || die "modinfo -k $krel rust_loop failed in the root"
+	echo "module: $modfile"
+	[[ $modfile == */updates/dkms/rust_loop.ko* ]] || die "rust_loop resolves to $modfile, not DKMS's updates/dkms"
+	show=$(uexec modprobe -S "$krel" --show -v loop 2>&1 || true)
+	echo "modprobe -n loop: $show"
+	[[ $show == *"--ignore-install rust_loop"* ]] || die "modprobe loop does not go through rust-loop.conf: '$show'"
+}
+
 # 2. The install, offline, as a chroot on the host.
-phase_start install "apt install ./$debname (offline, chroot; DKMS builds rust_loop for $krel)"
+phase_start install "apt install rust-loop-dkms $debver from the repository (offline, chroot; DKMS builds rust_loop for $krel)"
 status=0
-DKMS_TEST_NONET=1 uexec apt-get install -y "./$debname" 2>&1 | tee "$out/install.log" || status=$?
-[ "$status" = 0 ] || die "apt install ./$debname failed (status $status; log: $out/install.log)"
-# (apt lists the local .deb as "Get:1 /root/...": only a fetch from an archive counts.)
-! grep -Eq '^(Get|Err|Ign|Hit):[0-9]+ [a-z+]+://' "$out/install.log" ||
-	die "apt downloaded during the install (see $out/install.log)"
-if grep -q '^Need to get' "$out/install.log"; then
-	grep -q '^Need to get 0 B/' "$out/install.log" || die "apt needed to download (see $out/install.log)"
-fi
+DKMS_TEST_NONET=1 uexec apt-get install -y rust-loop-dkms 2>&1 | tee "$out/install.log" || status=$?
+[ "$status" = 0 ] || die "apt install rust-loop-dkms failed (status $status; log: $out/install.log)"
+no_download "$out/install.log"
+grep -q "^Get:[0-9]* file:/srv/rust-loop-repo ./ rust-loop-dkms $debver" "$out/install.log" ||
+	die "apt did not install rust-loop-dkms $debver from the repository (see $out/install.log)"
 dkms_status=$(uexec dkms status -m rust-loop -v "$debver" -k "$krel")
 echo "dkms status: $dkms_status"
 [[ $dkms_status == *"rust-loop/$debver, $krel, x86_64: installed"* ]] ||
 	die "dkms status does not say rust-loop/$debver installed for $krel: '$dkms_status'"
-modfile=$(uexec modinfo -k "$krel" -F filename rust_loop) || die "modinfo -k $krel rust_loop failed in the root"
-echo "module: $modfile"
-[[ $modfile == */updates/dkms/rust_loop.ko* ]] || die "rust_loop resolves to $modfile, not DKMS's updates/dkms"
-show=$(uexec modprobe -S "$krel" --show -v loop 2>&1 || true)
-echo "modprobe -n loop: $show"
-[[ $show == *"--ignore-install rust_loop"* ]] || die "modprobe loop does not go through rust-loop.conf: '$show'"
+grep -qF "rust-loop-dkms: $krel: rust_loop installed, 'modprobe loop' loads it" "$out/install.log" ||
+	die "the postinst did not say rust_loop is installed for $krel (see $out/install.log)"
+grep -qF "rust-loop-dkms: $fake_rust: rust_loop not built, 'modprobe loop' loads loop.ko: kernel $fake_rust is not of a series this rust_loop supports (Linux " "$out/install.log" ||
+	die "the postinst did not say why rust_loop is not built for $fake_rust (another series; see $out/install.log)"
+grep -qF "rust-loop-dkms: $fake_norust: rust_loop not built, 'modprobe loop' loads loop.ko: kernel $fake_norust was built without Rust support" "$out/install.log" ||
+	die "the postinst did not say why rust_loop is not built for $fake_norust (no Rust; see $out/install.log)"
+rm -rf "$uroot/lib/modules/$fake_rust" "$uroot/lib/modules/$fake_norust"
+check_module
 phase_end
 
-# 3. The VM: boot the root with the stock kernel; checks, purge, loop.ko.
+# 3. The upgrade, offline: the repository gains a newer version; apt update and apt upgrade (both
+# with that source alone: the archive's lists stay as the root phase fetched them, unused).
+phase_start upgrade "apt upgrade to rust-loop-dkms $nextver from the repository (offline; DKMS rebuilds rust_loop)"
+rm -rf "$uroot/srv/rust-loop-repo" && mkdir -p "$uroot/srv/rust-loop-repo"
+cp "$out/repo-next"/* "$uroot/srv/rust-loop-repo/"
+only_repo=(-o Dir::Etc::SourceList=/etc/apt/sources.list.d/rust-loop.list -o Dir::Etc::SourceParts=-
+	-o APT::Get::List-Cleanup=0)
+DKMS_TEST_NONET=1 uexec apt-get "${only_repo[@]}" update -q >"$out/upgrade-update.log" 2>&1 ||
+	die "apt-get update of the repository failed (log: $out/upgrade-update.log)"
+upgradable=$(DKMS_TEST_NONET=1 uexec apt-get "${only_repo[@]}" -s upgrade | sed -n 's/^Inst \([^ ]*\) .*/\1/p' | tr '\n' ' ')
+[ "$upgradable" = "rust-loop-dkms " ] || die "apt upgrade would upgrade '$upgradable', not rust-loop-dkms alone"
+mod_before=$(compgen -G "$uroot/lib/modules/$krel/updates/dkms/rust_loop.ko*" | head -n 1)
+touch "$out/upgrade.stamp"
+sleep 1
+status=0
+DKMS_TEST_NONET=1 uexec apt-get "${only_repo[@]}" upgrade -y 2>&1 | tee "$out/upgrade.log" || status=$?
+[ "$status" = 0 ] || die "apt upgrade failed (status $status; log: $out/upgrade.log)"
+no_download "$out/upgrade.log"
+dkms_status=$(uexec dkms status -m rust-loop)
+echo "dkms status: $dkms_status"
+[[ $dkms_status == *"rust-loop/$nextver, $krel, x86_64: installed"* ]] ||
+	die "dkms status does not say rust-loop/$nextver installed for $krel: '$dkms_status'"
+[[ $dkms_status != *"rust-loop/$debver,"* ]] && [[ $dkms_status != *"rust-loop/$debver:"* ]] ||
+	die "dkms still knows rust-loop/$debver after the upgrade: '$dkms_status'"
+[ ! -e "$uroot/usr/src/rust-loop-$debver" ] || die "the upgrade left /usr/src/rust-loop-$debver behind"
+mod_after=$(compgen -G "$uroot/lib/modules/$krel/updates/dkms/rust_loop.ko*" | head -n 1) ||
+	die "no rust_loop.ko in updates/dkms after the upgrade"
+[ "$mod_after" -nt "$out/upgrade.stamp" ] ||
+	die "$mod_after is not newer than the upgrade (it was $mod_before before): DKMS did not install a rebuilt module"
+# DKMS's log of the build (rust-loop-build's output).
+makelog=$uroot/var/lib/dkms/rust-loop/$nextver/$krel/x86_64/log/make.log
+cp "$makelog" "$out/upgrade-make.log" 2>/dev/null || die "no DKMS build log $makelog after the upgrade"
+grep -q "building rust_loop.ko for $krel" "$makelog" ||
+	die "DKMS's build log shows no build of rust_loop.ko for $krel (see $out/upgrade-make.log)"
+! grep -q 'regenerating the Rust artefacts' "$makelog" ||
+	die "the upgrade regenerated the Rust artefacts instead of reusing /var/cache/rust-loop (see $out/upgrade-make.log)"
+check_module
+debver=$nextver
+phase_end
+
+# 4. The VM: boot the root with the stock kernel; checks, purge, loop.ko.
 phase_start vm "booting the root with $krel (virtme-ng, TCG): modprobe loop, losetup, mkfs, fio; purge; loop.ko back"
 cat >"$uroot/root/dkms-test-guest.sh" <<EOF
 #!/bin/bash
@@ -275,7 +371,7 @@ DKMS_TEST_NONET=1 uexec apt-get purge -y rust-loop-dkms >"$out/purge.log" 2>&1 |
 run_vm dkms-test-guest-purged.sh "$out/vm-purged.log"
 phase_end
 
-say "dkms-test: PASS ($debname on $krel)"
-for p in debootstrap root install vm; do
+say "dkms-test: PASS (rust-loop-dkms $firstver from the repository, upgraded to $nextver, on $krel)"
+for p in packages debootstrap root install upgrade vm; do
 	[ -z "${took[$p]:-}" ] || printf '  %-12s %4d s\n' "$p" "${took[$p]}"
 done | tee "$out/timings.txt"

@@ -10,7 +10,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs Debian packages)"
 command -v apt-get >/dev/null || die "apt-get not found: rust_loop's set-up expects Debian bookworm"
-command -v rustup >/dev/null || die "rustup not found in PATH or ~/.cargo/bin: install rustup (rustc >= 1.78)"
 
 APT_PKGS=(
 	# kernel build
@@ -59,6 +58,10 @@ Pin: release n=trixie-backports
 Pin-Priority: 500
 "
 changed=0
+# (A minimal machine may lack the directories: apt reads them when they are there.)
+for d in "$(dirname "$sources")" "$(dirname "$pins")"; do
+	mkdir -p "$d" || die "cannot make $d (read-only root?)"
+done
 if ! printf '%s' "$want_sources" | cmp -s - "$sources"; then
 	say "apt: adding bookworm-backports and trixie-backports ($sources)"
 	printf '%s' "$want_sources" >"$sources"
@@ -103,11 +106,20 @@ if [ $project = 1 ]; then
 		die "libclang not found in LIBCLANG_PATH=$LIBCLANG_PATH: install libclang-19-dev"
 fi
 
-for c in rust-src rustfmt clippy; do
-	rustup component list --installed 2>/dev/null | grep -q "^$c" && continue
-	say "rustup component add $c"
-	rustup component add "$c" || die "rustup component add $c failed"
-done
+# rustup: the project's kernels and toolchain build with its rustc; the stock flavour's toolchain
+# is Debian's, in its build root, so a machine without rustup (no ~/.cargo) still runs make run
+# and make check.
+if command -v rustup >/dev/null; then
+	for c in rust-src rustfmt clippy; do
+		rustup component list --installed 2>/dev/null | grep -q "^$c" && continue
+		say "rustup component add $c"
+		rustup component add "$c" || die "rustup component add $c failed"
+	done
+elif [ $project = 1 ]; then
+	die "rustup not found in PATH or ~/.cargo/bin: install rustup (rustc >= 1.78): KERNEL=default|debug and make toolchains build with its toolchain"
+else
+	say "rustup not found: its components (rust-src, rustfmt, clippy) are left out; the stock kernel's build does not use them (KERNEL=default|debug, make toolchains and make fmt do)"
+fi
 if [ $project = 1 ] && ! command -v bindgen >/dev/null; then
 	say "cargo install --locked bindgen-cli (a few minutes)"
 	cargo install --locked bindgen-cli || die "cargo install bindgen-cli failed"
