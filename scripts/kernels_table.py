@@ -11,6 +11,8 @@
         added to the matrix without its table row, a table edited by hand): a host test.
     scripts/kernels_table.py --print
         Prints the table.
+    scripts/kernels_table.py --print-results
+        Prints the table with this checkout's results folded in, writing nothing (.ci/run).
 
 A results row is: kernel name, step (build, smoke, subset, suite, package), ok or FAIL, a
 detail (the build's rustc; the test counts of a subset or suite run; else seconds), the date. A step the row's "runs" column does not name
@@ -115,6 +117,9 @@ def main(argv):
             sys.exit("README's kernels table is not the one config/kernels.conf and "
                      "docs/kernels-results.tsv make: run `make kernels-table`")
     elif "--print" in argv:
+        print(table(rec), end="")
+    elif "--print-results" in argv:
+        rec.update(read_results(RESULTS))
         print(table(rec), end="")
     else:
         sys.exit(__doc__)
