@@ -21,6 +21,7 @@
 #   make lintian         lintian on the packages (Debian trixie's; errors and warnings fail)
 #   make matrix          build the module for every kernel of config/kernels.conf (MATRIX=<names>)
 #   make smoke           boot STOCK=<name> and attach, mkfs, fio verify, detach, unload
+#   make arm64-boot      the same on the arm64 kernel: qemu-system-aarch64 (TCG), a debootstrap root
 #   make subset          the reliability subset (tests/reliability.list) on STOCK=<name>
 #   make kernels         the archive's Rust kernels against the matrix
 #   make kernels-table   README's "Supported kernels" table from the matrix and the last results
@@ -35,7 +36,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian toolchains matrix smoke subset kernels kernels-table
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian toolchains matrix smoke arm64-boot subset kernels kernels-table
 
 all: modules
 
@@ -111,6 +112,10 @@ matrix:
 
 smoke:
 	bash scripts/smoke.sh
+
+# The smoke test on Debian's arm64 kernel, cross-built and emulated (docs/testing.md "arm64").
+arm64-boot:
+	bash scripts/arm64-boot.sh
 
 # The reliability subset (tests/reliability.list: data, direct I/O, multi-queue and cgroups,
 # churn, faults, the fuzzer, reload cycles), on the kernel STOCK names (CI: the RT kernel).

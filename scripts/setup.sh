@@ -6,6 +6,8 @@
 #    scripts/stock.sh with apt-get download); kernel build deps; libclang 19; debootstrap and
 #    busybox-static (the stock flavour); guest userspace for the tests.
 #  - rustup's rust-src, bindgen-cli, and virtme-ng in a venv under the cache directory.
+#  - SETUP_ARM64=1 (make arm64-boot): qemu-system-arm from bookworm-backports, as qemu-system-x86
+#    (the two share qemu-system-common, so their versions must match).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs Debian packages)"
@@ -77,9 +79,16 @@ missing=()
 for p in "${APT_PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-qemu_ver=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || true)
-need_qemu=1
-case "$qemu_ver" in 1:1[0-9]*) need_qemu=0 ;; esac
+# QEMU 10 from bookworm-backports: x86, and arm (qemu-system-aarch64) for make arm64-boot.
+QEMU_PKGS=(qemu-system-x86)
+[ "${SETUP_ARM64:-0}" != 1 ] || QEMU_PKGS+=(qemu-system-arm)
+need_qemu=0
+for p in "${QEMU_PKGS[@]}"; do
+	case "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)" in
+	1:1[0-9]*) ;;
+	*) need_qemu=1 ;;
+	esac
+done
 
 if [ ${#missing[@]} -gt 0 ] || [ $need_qemu = 1 ]; then
 	if [ $changed = 1 ] || [ ! -f /var/lib/apt/periodic/rust-loop-updated ]; then
@@ -93,10 +102,10 @@ if [ ${#missing[@]} -gt 0 ] || [ $need_qemu = 1 ]; then
 			die "apt-get install failed for: ${missing[*]} (see the apt output above)"
 	fi
 	if [ $need_qemu = 1 ]; then
-		say "apt-get install -t bookworm-backports qemu-system-x86 (qemu 10)"
+		say "apt-get install -t bookworm-backports ${QEMU_PKGS[*]} (qemu 10)"
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-			-t bookworm-backports qemu-system-x86 ||
-			die "installing qemu-system-x86 from bookworm-backports failed (see the apt output above)"
+			-t bookworm-backports "${QEMU_PKGS[@]}" ||
+			die "installing ${QEMU_PKGS[*]} from bookworm-backports failed (see the apt output above)"
 	fi
 fi
 if [ $project = 1 ]; then
