@@ -20,6 +20,7 @@
 #   make repo            a local apt repository of them (results/repo/: deb [trusted=yes] file:...)
 #   make lintian         lintian on the packages (Debian trixie's; errors and warnings fail)
 #   make dkms-test       the package installed, upgraded, booted and purged on STOCK=<name>'s suite
+#   make pkg-matrix      the package's rust-loop-build for every kernel of the matrix (no VM)
 #   make matrix          build the module for every kernel of config/kernels.conf (MATRIX=<names>)
 #   make smoke           boot STOCK=<name> and attach, mkfs, fio verify, detach, unload
 #   make subset          the reliability subset (tests/reliability.list) on STOCK=<name>
@@ -36,7 +37,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian dkms-test toolchains matrix smoke subset kernels kernels-table
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian dkms-test pkg-matrix toolchains matrix smoke subset kernels kernels-table
 
 all: modules
 
@@ -109,6 +110,9 @@ lintian:
 
 dkms-test:
 	bash scripts/dkms-test.sh
+
+pkg-matrix:
+	bash scripts/pkg-matrix.sh
 
 matrix:
 	bash scripts/matrix.sh
