@@ -5,7 +5,7 @@
 # a VM or a root of its own: what the install test (scripts/dkms-test.sh) does for a few kernels,
 # for all of them in minutes. For each kernel, in an overlay of its build root (nothing is
 # written into the root itself):
-#  1. the kernel's packages as a user has them (dpkg -i: its headers, their common headers and
+#  1. the kernel's packages as a user has them (dpkg: its headers, their common headers and
 #     kbuild, linux-base, the linux-source of the same version) and rust-loop-dkms unpacked (the
 #     module's source, rust-loop-build with the supported series filled in; DKMS itself is not in
 #     the build root, and the package is not configured);
@@ -70,19 +70,25 @@ set -euo pipefail
 k=$1 v=$2 src=$3 debs=$4 pkgdeb=$5 seed=$6 archopt=$7
 abi=${k%-"${k#*-}"}
 step() { printf "\n== %s\n" "$*"; }
-step "dpkg -i: the kernel packages ($k, $v), $src; dpkg --unpack rust-loop-dkms"
+step "dpkg: the kernel packages ($k, $v), $src, rust-loop-dkms"
+deb() { ls "$debs/${1}_${v}_"*.deb 2>/dev/null | head -n 1; }
 files=()
-for p in linux-base-$k linux-headers-$abi-common linux-kbuild-$abi linux-headers-$k $src; do
-	f=$(ls "$debs/${p}_${v}_"*.deb 2>/dev/null | head -n 1)
+for p in linux-base-$k linux-headers-$abi-common linux-kbuild-$abi linux-headers-$k; do
+	f=$(deb "$p")
 	if [ -z "$f" ]; then
 		[ "$p" = linux-base-$k ] || { echo "no $p deb in $debs"; exit 1; }
 		continue # (fetched with the image only: arm64)
 	fi
 	files+=("$f")
 done
+f=$(deb "$src")
+[ -n "$f" ] || { echo "no $src deb in $debs"; exit 1; }
 # The build root has the kernel packages'"'"' dependencies (the compiler, pahole, ...) but not as
-# apt installed them: --force-depends; the files were unpacked there by scripts/stock.sh.
-dpkg -i --force-depends $archopt "${files[@]}" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; exit 1; }
+# apt installed them: --force-depends; their files were unpacked there by scripts/stock.sh.
+# The headers are unpacked, not configured (their hooks need the linux-base package; what
+# rust-loop-build asks dpkg is whose files they are, and their version); the source is installed.
+dpkg --unpack --force-depends $archopt "${files[@]}" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; exit 1; }
+dpkg -i --force-depends "$f" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; exit 1; }
 dpkg --unpack --force-depends "$pkgdeb" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; exit 1; }
 step "rust-loop-build --check $k"
 /usr/libexec/rust-loop/rust-loop-build --check "$k"
