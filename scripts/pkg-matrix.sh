@@ -16,7 +16,8 @@
 #     artefacts are the ones scripts/stock.sh regenerated for the kernel (the same make of the
 #     same source with the same compilers), handed to rust-loop-build in its cache with its stamp,
 #     unless PKG_MATRIX_FULL=1: then rust-loop-build extracts the source and regenerates them
-#     itself (some minutes more a kernel).
+#     itself (some minutes more a kernel), and what it generated (autoconf.h, rustc_cfg, the
+#     bindings, the exported Rust symbols' names) must equal scripts/stock.sh's.
 # An arm64 kernel is tried on the amd64 build root as on an arm64 machine (dpkg
 # --force-architecture; its .kernelvariables name the aarch64- compilers, which the root has as
 # cross compilers): what differs on a real arm64 machine is the compilers' being native.
@@ -62,12 +63,14 @@ run_in_overlay() {
 }
 
 # What runs in the overlay (results/pkg-matrix/inner.sh): $1 kernel release, $2 its Debian version, $3 the source package,
-# $4 the directory of its debs (under /pkg, the project), $5 the rust-loop-dkms deb, $6 the
-# regenerated tree to hand over ("" with PKG_MATRIX_FULL=1), $7 the dpkg architecture option.
+# $4 the directory of its debs (under /pkg, the project), $5 the rust-loop-dkms deb, $6 the tree
+# scripts/stock.sh regenerated, $7 the dpkg architecture option, $8 PKG_MATRIX_FULL.
 # shellcheck disable=SC2016 # expanded in the overlay
 inner='
 set -euo pipefail
-k=$1 v=$2 src=$3 debs=$4 pkgdeb=$5 seed=$6 archopt=$7
+k=$1 v=$2 src=$3 debs=$4 pkgdeb=$5 stocktree=$6 archopt=$7 full=$8
+seed=$stocktree
+[ "$full" = 0 ] || seed=
 abi=${k%-"${k#*-}"}
 step() { printf "\n== %s\n" "$*"; }
 step "dpkg: the kernel packages ($k, $v), $src, rust-loop-dkms"
@@ -119,6 +122,14 @@ if [ -n "$seed" ] && grep -q "regenerating the Rust artefacts" /tmp/build.log; t
 	echo "note: the handed-over artefacts were not used (stamp differs): rust-loop-build regenerated them"
 fi
 [ -f /tmp/build/rust_loop.ko ] || { echo "FAIL: no rust_loop.ko"; exit 1; }
+if [ -z "$seed" ]; then
+	step "what rust-loop-build generated against what scripts/stock.sh did"
+	for f in include/generated/autoconf.h include/generated/rustc_cfg rust/bindings/bindings_generated.rs \
+		rust/uapi/uapi_generated.rs rust/exports_core_generated.h rust/exports_kernel_generated.h; do
+		cmp "$cache/kbuild/$f" "$stocktree/$f" || { echo "FAIL: $f differs"; exit 1; }
+		echo "same: $f"
+	done
+fi
 ! grep -qiE "(^|: )warning[:[]" /tmp/build.log || { echo "FAIL: the build warned"; exit 1; }
 modinfo -F vermagic /tmp/build/rust_loop.ko
 [ "$(modinfo -F vermagic /tmp/build/rust_loop.ko | cut -d" " -f1)" = "$k" ] || { echo "FAIL: vermagic is not $k"; exit 1; }
@@ -135,8 +146,6 @@ for name in "${names[@]}"; do
 	(
 		STOCK=$name STOCK_IMAGE=0 bash scripts/stock.sh >/dev/null || exit 1
 		STOCK=$name stock_paths
-		seed=$STOCK_KBUILD_IN
-		[ "$full" = 0 ] || seed=
 		archopt=
 		[ "$STOCK_ARCH" = amd64 ] || archopt=--force-architecture
 		# The debs and the package, where the overlay sees them: the project is bind-mounted at
@@ -145,7 +154,7 @@ for name in "${names[@]}"; do
 		cp -l "$CACHE/stock/debs/$STOCK_DEBVER/"*.deb "$out/debs/" 2>/dev/null ||
 			cp "$CACHE/stock/debs/$STOCK_DEBVER/"*.deb "$out/debs/"
 		run_in_overlay "$STOCK_ROOT" "/pkg/$out/inner.sh" "$STOCK_KREL" "$STOCK_DEBVER" "$STOCK_SOURCE" \
-			"/pkg/$out/debs" "/pkg/${deb#"$ROOT"/}" "$seed" "$archopt"
+			"/pkg/$out/debs" "/pkg/${deb#"$ROOT"/}" "$STOCK_KBUILD_IN" "$archopt" "$full"
 	) >"$log" 2>&1 || result=FAIL
 	secs=$((SECONDS - t0))
 	if [ $result = ok ]; then
