@@ -19,6 +19,8 @@
 #   make deb             the Debian source and DKMS packages, dpkg-buildpackage (results/deb/)
 #   make repo            a local apt repository of them (results/repo/: deb [trusted=yes] file:...)
 #   make lintian         lintian on the packages (Debian trixie's; errors and warnings fail)
+#   make dkms-test       the package installed, upgraded, booted and purged on STOCK=<name>'s suite
+#   make pkg-matrix      the package's rust-loop-build for every kernel of the matrix (no VM)
 #   make matrix          build the module for every kernel of config/kernels.conf (MATRIX=<names>)
 #   make smoke           boot STOCK=<name> and attach, mkfs, fio verify, detach, unload
 #   make arm64-boot      the same on the arm64 kernel: qemu-system-aarch64 (TCG), a debootstrap root
@@ -36,7 +38,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian toolchains matrix smoke arm64-boot subset kernels kernels-table
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian dkms-test pkg-matrix toolchains matrix smoke arm64-boot subset kernels kernels-table
 
 all: modules
 
@@ -106,6 +108,12 @@ repo:
 
 lintian:
 	bash scripts/lintian.sh
+
+dkms-test:
+	bash scripts/dkms-test.sh
+
+pkg-matrix:
+	bash scripts/pkg-matrix.sh
 
 matrix:
 	bash scripts/matrix.sh
