@@ -110,9 +110,11 @@ VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}
 	status=$?
 [ -z "$host_failures" ] || printf '%s' "$host_failures" >>results/tests/failures
 vm_secs=$((SECONDS - phase_start))
-# The DKMS package as a user installs it (scripts/dkms-test.sh: a trixie root, offline install,
-# DKMS build, the stock kernel booted on it, purge), on the stock kernel: one host-side test.
-if is_stock && [[ "scripts/dkms-install" =~ ${1:-.} ]] && [ "${CHECK_DKMS:-1}" = 1 ]; then
+# The DKMS package as a user installs it (scripts/dkms-test.sh: a root of the kernel's suite,
+# offline install, DKMS build, the kernel booted on it, purge), on a kernel of the matrix whose
+# row runs `package` (config/kernels.conf): one host-side test.
+if is_stock && [[ "scripts/dkms-install" =~ ${1:-.} ]] && [ "${CHECK_DKMS:-1}" = 1 ] &&
+	stock_row && stock_names package | grep -qxF "$STOCK_NAME"; then
 	say "tests: the DKMS package as a user installs it (scripts/dkms-test.sh)"
 	host_test scripts/dkms-install bash -c 'make -s deb >/dev/null && bash scripts/dkms-test.sh'
 fi

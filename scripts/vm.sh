@@ -4,6 +4,8 @@
 #
 #   scripts/vm.sh [--disk FILE]... [--rwdir DIR]... [--mem SIZE] -- COMMAND...
 #
+#   --disk FILE        a raw disk image, /dev/vda for the first, /dev/vdb for the second, ...
+#
 #   RUST_LOOP_KVM=1    use /dev/kvm (off by default: guests hang under KVM on our machines)
 #   VM_CPUS, VM_MEM    guest size (default 2 CPUs, 4G)
 #   VM_DEBUG_ALLOC=1   boot with the allocator's checks on (what Debian's kernel has built in
@@ -64,9 +66,21 @@ if [ "${RUST_LOOP_KVM:-0}" = 1 ]; then
 else
 	args+=(--disable-kvm)
 fi
-[ -z "${VM_QEMU_OPTS:-}" ] || args+=(--qemu-opts "$VM_QEMU_OPTS")
+[ -z "${VM_QEMU_OPTS:-}" ] || args+=("--qemu-opts=$VM_QEMU_OPTS")
 for d in "${rwdirs[@]}"; do args+=(--rwdir "$d"); done
-for d in "${disks[@]}"; do args+=(--disk "$d"); done
+# The disks, /dev/vda, /dev/vdb, ... in the guest (virtio-blk, in order), are raw images attached
+# with their format named: virtme-ng's --disk names none, and QEMU then probes each image, warns
+# ("Image format was not specified for ... and probing guessed raw") and refuses writes to its
+# first block that would make it look like another format.
+qemu_disks=
+for i in "${!disks[@]}"; do
+	d=$(realpath -m -- "${disks[$i]}")
+	[ -f "$d" ] || [ -b "$d" ] || die "vm: --disk ${disks[$i]}: no such image"
+	[[ $d != *[,=[:space:]]* ]] || die "vm: --disk $d: the path cannot contain ',', '=' or white space (QEMU's option syntax)"
+	qemu_disks+=" -drive if=none,id=rl-disk$i,file=$d,format=raw -device virtio-blk-pci,drive=rl-disk$i,serial=rl-disk$i"
+done
+# (--qemu-opts=VALUE: vng's parser takes a separate "-drive ..." for its own option -d.)
+[ -z "$qemu_disks" ] || args+=("--qemu-opts=${qemu_disks# }")
 
 # The command's status travels through a file: the console may lose it. A second file tells
 # that the guest came up and started the command.
