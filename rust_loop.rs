@@ -15,6 +15,7 @@ mod rust_loop {
     pub(crate) mod device;
     pub(crate) mod devices;
     pub(crate) mod dispatch;
+    pub(crate) mod flush_races;
     pub(crate) mod io;
     pub(crate) mod ioctl;
     pub(crate) mod nowait_fs;

@@ -24,6 +24,7 @@ use super::{
     backing::IoState,
     cgroup_workers::CgroupWorkers,
     dispatch::{LoadTracker, SubmissionPolicy},
+    flush_races::{FlushRaces, Reconfig},
     stats::DevStats,
     sys::{
         online_cpus, BackingFile, BlockDevice, DataPathCell, DataPathIdle, DioAlign, Disk,
@@ -146,6 +147,8 @@ pub(crate) struct LoopDevice {
     pub(crate) stats: DevStats,
     /// The submission policy ([`super::dispatch`]).
     pub(crate) policy: SubmissionPolicy,
+    /// What flushes overlap, for the counters ([`super::flush_races`]).
+    pub(crate) flush_races: FlushRaces,
     /// `lo_mutex`: serialises reconfiguration.
     #[pin]
     cfg: Mutex<Config>,
@@ -226,6 +229,7 @@ impl LoopDevice {
                 nr_hw_queues: AtomicU32::new(nr_hw_queues.max(1)),
                 part_shift,
                 stats: DevStats::default(),
+                flush_races: FlushRaces::default(),
                 policy: SubmissionPolicy::new(settings.nowait_min_stack, settings.nowait_max_depth),
                 cfg <- kernel::new_mutex!(Config {
                     file_name: [0; NAME_SIZE],
@@ -470,6 +474,7 @@ impl LoopDevice {
         if self.state() != State::Bound {
             return Err(ENXIO);
         }
+        let _span = self.flush_races.enter(Reconfig::ClrFd);
         self.set_flags(self.flags() | FLAG_AUTOCLEAR);
         if self.disk.openers() == 1 {
             self.set_state(State::Rundown);

@@ -296,24 +296,35 @@ fn execute(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>) -> isize {
             if dev.other_queues_busy(rq) {
                 dev.stats.flushes_racing.fetch_add(1, Ordering::Relaxed);
             }
-            match file.fsync() {
+            let start = dev.flush_races.flush_begins();
+            let ret = match file.fsync() {
                 0 => 0,
                 _ => EIO,
-            }
+            };
+            dev.flush_races.flush_ended(start, ret == 0, &dev.stats);
+            ret
         }
         ReqOp::Discard => {
             dev.stats.discards.fetch_add(1, Ordering::Relaxed);
-            pos().map_or(EIO, |pos| {
+            let ret = pos().map_or(EIO, |pos| {
                 fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
-            })
+            });
+            if ret == 0 {
+                dev.flush_races.discarded();
+            }
+            ret
         }
         ReqOp::WriteZeroes => {
             dev.stats.write_zeroes.fetch_add(1, Ordering::Relaxed);
-            match pos() {
+            let ret = match pos() {
                 None => EIO,
                 Some(pos) if rq.no_unmap() => zero_allocated(dev, file, rq, pos),
                 Some(pos) => fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE),
+            };
+            if ret == 0 {
+                dev.flush_races.zeroed();
             }
+            ret
         }
         ReqOp::Other => EIO,
     }

@@ -57,6 +57,18 @@ counters! {
     discards: AtomicU64,
     /// Write-zeroes done (`REQ_NOUNMAP` or not).
     write_zeroes: AtomicU64,
+    /// Flushes done while a `LOOP_SET_STATUS` was in progress at some moment of them
+    /// ([`super::flush_races`]).
+    flushes_racing_set_status: AtomicU64,
+    /// `LOOP_CHANGE_FD`s that found requests of the device in flight (a read-only device: no
+    /// flush comes to it).
+    change_fd_racing_io: AtomicU64,
+    /// Flushes done while a `LOOP_CLR_FD` was in progress at some moment of them.
+    flushes_racing_clr_fd: AtomicU64,
+    /// Flushes that made a discard done before them durable.
+    flushes_after_discard: AtomicU64,
+    /// Flushes that made a write-zeroes done before them durable.
+    flushes_after_write_zeroes: AtomicU64,
     /// Bytes read from the backing file.
     read_bytes: AtomicU64,
     /// Bytes written to the backing file.

@@ -226,8 +226,12 @@ impl LoopDevice {
         if self.calculate_size(&file) != self.calculate_size(&old) {
             return Err(EINVAL);
         }
+        let span = self.flush_races.enter(Reconfig::ChangeFd);
+        let mut racing = self.hw_queues.any_busy(&cfg);
         file.fsync();
         self.disk.force_media_change();
+        racing |= self.hw_queues.any_busy(&cfg);
+        FlushRaces::change_fd_racing_io(racing, &self.stats);
         {
             let frozen = self.queue().freeze();
             old.restore_gfp(cfg.old_gfp);
@@ -243,6 +247,7 @@ impl LoopDevice {
         }
         self.set_merging();
         let partscan = self.flags() & FLAG_PARTSCAN != 0;
+        drop(span);
         drop(cfg);
         drop(validate);
         // Let a concurrent validation that may still look at the old file finish first.
@@ -260,6 +265,7 @@ impl LoopDevice {
             return Err(ENXIO);
         }
         let file = self.backing_file().ok_or(ENXIO)?;
+        let span = self.flush_races.enter(Reconfig::SetStatus);
         let size_changed = self.offset() != info.lo_offset || self.sizelimit() != info.lo_sizelimit;
         if size_changed {
             self.disk.sync_and_invalidate_bdev();
@@ -286,6 +292,7 @@ impl LoopDevice {
         if result.is_ok() && size_changed {
             self.disk.set_capacity(self.calculate_size(&file));
         }
+        drop(span);
         drop(cfg);
         if partscan {
             self.reread_partitions();

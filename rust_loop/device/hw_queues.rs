@@ -60,6 +60,11 @@ impl HwQueues {
         unsafe { self.0.get() }
     }
 
+    /// Whether any hardware queue has requests in flight, read under the device mutex.
+    pub(super) fn any_busy(&self, cfg: &Config) -> bool {
+        self.all(cfg).iter().any(|q| q.load.inflight() > 0)
+    }
+
     /// The queue of a request in flight (`hw_queue` wraps around the queues there are).
     ///
     /// # Safety
