@@ -7,31 +7,33 @@
 # the writes lost, and the ways a write ends that rust_loop's counters show taken; the table is
 # also in results/tests/crash/table. Exits non-zero on any loss or failed check.
 #
-#   CRASH_CUTS 50, CRASH_POINTS 50, CRASH_SHUTDOWN_CUTS 25, CRASH_LOG_MB 1536 (tests/crash.t.sh)
+#   CRASH_CUTS 50, CRASH_POINTS 50, CRASH_SHUTDOWN_CUTS 25, CRASH_LOG_MB 1024, CRASH_SEGMENT 2
+#   (tests/crash.t.sh)
 #   SCRATCH_SIZE  the scratch disk (default: what the runs take, rounded up to a GiB)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
 export CRASH_MATRIX=full CRASH_CUTS=${CRASH_CUTS:-50} CRASH_POINTS=${CRASH_POINTS:-50}
-export CRASH_SHUTDOWN_CUTS=${CRASH_SHUTDOWN_CUTS:-25} CRASH_LOG_MB=${CRASH_LOG_MB:-1536}
+export CRASH_SHUTDOWN_CUTS=${CRASH_SHUTDOWN_CUTS:-25} CRASH_LOG_MB=${CRASH_LOG_MB:-1024}
+export CRASH_SEGMENT=${CRASH_SEGMENT:-2}
 for v in CRASH_CUTS CRASH_POINTS CRASH_SHUTDOWN_CUTS CRASH_LOG_MB; do
 	[[ "${!v}" =~ ^[0-9]+$ ]] || die "$v must be a number"
 done
-# Four flakey runs (data, log and replay regions) and two shutdown runs (data) side by side.
+# Four flakey runs (log and replay regions; the data regions are in memory) side by side.
 need=$(python3 -c 'import sys; sys.path.insert(0, "tests/crash"); import crash
 print(4 * crash.region_mib("flakey", int(sys.argv[1])) + 2 * crash.region_mib("shutdown", 0))' "$CRASH_LOG_MB")
 export SCRATCH_SIZE=${SCRATCH_SIZE:-$(((need + 1023) / 1024))G}
-# Six runs at once, each with its page caches, fio, fsstress and a RAM disk for its snapshots.
+# Six runs at once, each with its data region (null_blk, 224 MiB), page caches, fio, fsstress
+# and a RAM disk for its snapshots.
 export VM_MEM=${VM_MEM:-6G} CHECK_DKMS=0
 start=$SECONDS
 status=0
 bash scripts/check.sh '^crash/' || status=$?
 mkdir -p results/tests/crash
-{
-	python3 tests/crash/report.py results/tests/crash --summary || true
-	echo
-	python3 tests/crash/report.py results/tests/crash --driver rust_loop --paths | sed -n '/^way a write ends/,/^FAIL/p' || true
-} >results/tests/crash/table
+report=0
+python3 tests/crash/report.py results/tests/crash --runs --paths --cuts "$CRASH_CUTS" \
+	--points "$CRASH_POINTS" --shutdown-cuts "$CRASH_SHUTDOWN_CUTS" >results/tests/crash/table || report=$?
 echo
 cat results/tests/crash/table
 say "crashcheck: $(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s (CRASH_CUTS=$CRASH_CUTS CRASH_POINTS=$CRASH_POINTS CRASH_SHUTDOWN_CUTS=$CRASH_SHUTDOWN_CUTS)"
+[ "$status" != 0 ] || status=$report
 exit "$status"

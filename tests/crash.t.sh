@@ -17,8 +17,8 @@
 #   CRASH_CUTS            cuts per flakey run (make crashcheck: 50)             default 2
 #   CRASH_POINTS          replayed points per flakey run (make crashcheck: 50)  default 3
 #   CRASH_SHUTDOWN_CUTS   cuts per shutdown run (make crashcheck: 25)           default 2
-#   CRASH_LOG_MB          log region of a flakey run (make crashcheck: 1536)    default 160
-#   CRASH_SEGMENT         longest stretch of workload before a cut, seconds     default 2.5
+#   CRASH_LOG_MB          log region of a flakey run (make crashcheck: 1024)    default 160
+#   CRASH_SEGMENT         longest stretch of workload before a cut (s; crashcheck: 2)  default 2.5
 #   CRASH_SEED            seed of the first run (the others follow); printed    default random
 #
 # The tools come from fstests (scripts/crash-tools.sh: replay-log, fsstress in tests/crash/bin).

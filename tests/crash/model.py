@@ -186,6 +186,14 @@ class Blocks:
                 flux += 1
         return out, flux
 
+    def ever(self, b):
+        """Every content block `b` may have held: zeroes and whatever a write left."""
+        with self.m.lock:
+            out = {ZERO4K}
+            for _, _, alw in self.hist.get(b, []):
+                out |= alw
+            return out
+
     def in_flux(self):
         """Blocks whose last write is not known durable now (after a cut)."""
         cov = self.covered_upto(self.m.seq + 1)

@@ -2,13 +2,15 @@
 """The crash runs' figures (the JSON files crash.py wrote) as tables, and their verdict.
 
     report.py DIR [--driver rust_loop|loop] [--cuts N] [--points N] [--shutdown-cuts N]
-              [--paths] [--summary]
+              [--paths] [--runs]
 
-Prints one row per run: cuts and replayed points checked, objects checked, acknowledged writes
-lost, fsck and mount failures, the time to recover; then per driver and mode the points checked
-and the writes lost. Exits 1 when a run of the driver(s) named lost anything, failed a check,
-failed outright, or checked fewer points than asked; with --paths (rust_loop), also when a way a
-write ends was not taken (its counter stayed 0).
+Prints per driver, mode and file system on the loop device: the cuts (dm-flakey and
+FS_IOC_SHUTDOWN) and replayed points checked, the objects checked, the acknowledged writes lost,
+the file-system checks (clean of run), and the time to recover; with --runs, one row per run
+first; with --paths, the ways a write ends that rust_loop's counters show taken, per mode.
+Exits 1 when a run of the driver(s) named lost anything, failed a check, failed outright, or
+checked fewer points than asked, and with --paths when a way a write ends that the runs must
+take was not taken (its counter stayed 0).
 """
 import argparse
 import glob
@@ -16,23 +18,32 @@ import json
 import os
 import sys
 
-# The ways a write (or a flush) ends in rust_loop, each with the counter, summed over runs, that
-# shows it was taken (README "Counters"), and the runs that must take it.
+# The ways a write (or a flush) ends in rust_loop (README "Counters"), each with its counter
+# and the modes whose runs must take it; "dio" also needs the shutdown stack (the flakey
+# stack's device-mapper targets take no REQ_NOWAIT bio, so the NOWAIT path stands aside there).
 PATHS = [
-    ("NOWAIT inline (queue_rq submits, ki_complete ends)", "nowait_completions", "shutdown dio"),
-    ("worker (hardware queue's kthread)", "worker_submissions", "all"),
-    ("second worker of a deep queue (>= 4 CPUs, >= 2 queues)", "worker_spread", "dio"),
-    ("per-cgroup worker", "cgroup_worker_submissions", "all"),
-    ("completion batch of a worker", "completions_batched", "all"),
-    ("flush racing writes of other hardware queues", "flushes_racing", "all"),
-    ("discard then flush", "discards", "all"),
-    ("write-zeroes then flush", "write_zeroes", "all"),
+    ("NOWAIT inline (queue_rq submits, ki_complete ends)", "nowait_completions", "dio"),
+    ("worker (the hardware queue's thread)", "worker_submissions", "any"),
+    ("second worker of a deep queue", "worker_spread", "any"),
+    ("per-cgroup worker", "cgroup_worker_submissions", "any"),
+    ("completion batch of a worker", "completions_batched", "any"),
+    ("flush racing writes of other hardware queues", "flushes_racing", "any"),
+    ("flush racing LOOP_SET_STATUS", "flushes_racing_set_status", "any"),
+    # LOOP_CHANGE_FD takes only a read-only device, which (as loop.c's) advertises no write
+    # cache: the block layer sends it no flush. It races the device's reads instead.
+    ("LOOP_CHANGE_FD racing reads (no flush comes)", "change_fd_racing_io", "any"),
+    ("flush racing LOOP_CLR_FD (detach at last close)", "flushes_racing_clr_fd", "any"),
+    ("discard, then a flush", "flushes_after_discard", "any"),
+    ("write-zeroes, then a flush", "flushes_after_write_zeroes", "any"),
 ]
-# The workload's own counts of the races it made (crash/workload.py).
+# A deep queue spreads to the next queue's worker only with 2 hardware queues and the CPUs to
+# keep both busy (dispatch::spread_worker).
+SPREAD_MIN_CPUS = 4
+# The races the workload made (crash/workload.py), for both drivers: loop.c has no counters.
 RACES = [
-    ("LOOP_SET_STATUS64 / LOOP_SET_DIRECT_IO with a flush in flight", "knobs.racing_flush"),
-    ("LOOP_CLR_FD during a flush, then detach at the last close", "detach.clr_during_flush"),
-    ("LOOP_CHANGE_FD while flushes are issued", "changefd.changes"),
+    ("LOOP_SET_STATUS64/LOOP_SET_DIRECT_IO, a flush in flight", "knobs.racing_flush"),
+    ("LOOP_CLR_FD during a flush", "detach.clr_during_flush"),
+    ("LOOP_CHANGE_FD, reads issued meanwhile", "changefd.changes"),
 ]
 
 
@@ -46,86 +57,95 @@ def load(d):
     return runs
 
 
-def fmt_rec(c):
-    if c.get("recover_mean") is None:
-        return "-"
-    return f"{c['recover_mean']:.1f}/{c['recover_max']:.1f}"
+def fmt_rec(mean, mx):
+    return "-" if mean is None else f"{mean:.1f}/{mx:.1f}"
 
 
-def table(runs):
+def runs_table(runs):
     print(f"{'driver':<10} {'stack':<8} {'mode':<8} {'backing':<7} {'upper':<5} "
           f"{'cuts':>5} {'lost':>5} {'fsck!':>5} {'recover s':>10} {'points':>6} {'lost':>5} "
-          f"{'fsck!':>5} {'objects':>8} {'acks':>6} {'log MiB':>8}  error")
+          f"{'fsck!':>5} {'objects':>8} {'acks':>6} {'log MiB':>8} {'secs':>6}  error")
     for r in runs:
         c, p = r["cuts"], r["replay"]
         fails_c = c["fsck_failed"] + c["mount_failed"]
         fails_p = p["fsck_failed"] + p["mount_failed"]
+        secs = r.get("run_secs", 0) + sum(v for k, v in r.get("phases", {}).items()
+                                          if k in ("regions", "build", "replay"))
         print(f"{r['driver']:<10} {r['stack']:<8} {r['mode']:<8} {r['backing']:<7} {r['upper']:<5} "
-              f"{c['points']:>5} {c['lost']:>5} {fails_c:>5} {fmt_rec(c):>10} {p['points']:>6} "
+              f"{c['points']:>5} {c['lost']:>5} {fails_c:>5} "
+              f"{fmt_rec(c.get('recover_mean'), c.get('recover_max')):>10} {p['points']:>6} "
               f"{p['lost']:>5} {fails_p:>5} {c['objects'] + p['objects']:>8} {r['acks']:>6} "
-              f"{r['log_mib']:>8}  {r['error'] or ''}")
+              f"{r['log_mib']:>8} {secs:>6.0f}  {r['error'] or ''}")
 
 
 def summary(runs):
-    """Per driver and mode: points checked (cuts + replayed marks) and writes lost."""
+    """Per driver, mode and file system on the loop device."""
     agg = {}
     for r in runs:
-        k = (r["driver"], r["mode"])
-        a = agg.setdefault(k, [0, 0, 0, 0, 0])
-        a[0] += r["cuts"]["points"]
-        a[1] += r["replay"]["points"]
-        a[2] += r["cuts"]["lost"] + r["replay"]["lost"]
-        a[3] += sum(r[x]["fsck_failed"] + r[x]["mount_failed"] for x in ("cuts", "replay"))
-        a[4] += 1 if r["error"] else 0
-    print(f"{'driver':<10} {'mode':<9} {'cuts':>5} {'replayed':>8} {'points':>7} {'writes lost':>11} "
-          f"{'checks failed':>13} {'runs failed':>11}")
-    for (drv, mode), a in sorted(agg.items()):
-        print(f"{drv:<10} {mode:<9} {a[0]:>5} {a[1]:>8} {a[0] + a[1]:>7} {a[2]:>11} {a[3]:>13} "
-              f"{a[4]:>11}")
+        a = agg.setdefault((r["driver"], r["mode"], r["upper"]), {
+            "cuts": 0, "shutdown": 0, "replayed": 0, "objects": 0, "lost": 0, "fscks": 0,
+            "fsck_failed": 0, "mount_failed": 0, "rec": [], "rec_max": 0.0, "failed": 0})
+        c, p = r["cuts"], r["replay"]
+        a["shutdown" if r["stack"] == "shutdown" else "cuts"] += c["points"]
+        a["replayed"] += p["points"]
+        for x in (c, p):
+            a["objects"] += x["objects"]
+            a["lost"] += x["lost"]
+            a["fscks"] += x.get("fscks", x["points"])
+            a["fsck_failed"] += x["fsck_failed"]
+            a["mount_failed"] += x["mount_failed"]
+        # The time to recover after a cut (a replayed point mounts a snapshot: not a recovery).
+        if c.get("recover_mean") is not None:
+            a["rec"].append((c["recover_mean"], c["points"]))
+            a["rec_max"] = max(a["rec_max"], c["recover_max"])
+        a["failed"] += 1 if r["error"] else 0
+    print(f"{'driver':<10} {'mode':<9} {'fs':<5} {'cuts':>5} {'shutdown':>8} {'replayed':>8} "
+          f"{'points':>6} {'objects':>8} {'lost':>5} {'fsck clean':>11} {'mount!':>6} "
+          f"{'recover s':>10} {'runs failed':>11}")
+    for (drv, mode, fs), a in sorted(agg.items()):
+        n = sum(w for _, w in a["rec"])
+        mean = sum(m * w for m, w in a["rec"]) / n if n else None
+        points = a["cuts"] + a["shutdown"] + a["replayed"]
+        print(f"{drv:<10} {mode:<9} {fs:<5} {a['cuts']:>5} {a['shutdown']:>8} {a['replayed']:>8} "
+              f"{points:>6} {a['objects']:>8} {a['lost']:>5} "
+              f"{a['fscks'] - a['fsck_failed']:>5}/{a['fscks']:<5} {a['mount_failed']:>6} "
+              f"{fmt_rec(mean, a['rec_max']):>10} {a['failed']:>11}")
 
 
 def paths(runs):
-    """rust_loop's counters summed over the runs: each way a write ends, taken or not."""
+    """rust_loop's counters summed over its runs, per mode: each way a write ends, taken or
+    not. Returns the failures."""
     bad = []
+    modes = sorted({r["mode"] for r in runs})
     cpus = min((r.get("cpus") or 1 for r in runs), default=1)
-    print(f"{'way a write ends':<58} {'counter':<26} {'count':>9}")
-    for what, counter, which in PATHS:
-        sel = [r for r in runs if which == "all" or
-               (which == "dio" and r["mode"] == "dio") or
-               (which == "shutdown dio" and r["stack"] == "shutdown" and r["mode"] == "dio")]
-        n = sum(r["counters"].get(counter, 0) for r in sel)
+    print(f"{'way a write ends (rust_loop)':<50} {'counter':<27} " +
+          " ".join(f"{m:>9}" for m in modes))
+    for what, counter, where in PATHS:
+        per = {m: sum(r["counters"].get(counter, 0) for r in runs if r["mode"] == m)
+               for m in modes}
         note = ""
-        if counter == "worker_spread" and cpus < 4:
-            note = f"  (not asked: {cpus} online CPUs)"
-        elif sel and n == 0:
-            bad.append(f"{what}: {counter} stayed 0")
-        print(f"{what:<58} {counter:<26} {n:>9}{note}")
-    for what, key in RACES:
-        n = sum(r["work"].get(key, 0) for r in runs)
-        if runs and n == 0:
-            bad.append(f"{what}: none made")
-        print(f"{what:<58} {key:<26} {n:>9}")
+        need = [m for m in modes if where in ("any", m)]
+        if counter == "worker_spread" and cpus < SPREAD_MIN_CPUS:
+            note = f"  (not required: {cpus} CPUs)"
+        elif counter == "nowait_completions" and not any(
+                r["stack"] == "shutdown" and r["mode"] == "dio" for r in runs):
+            note = "  (not required: no shutdown run)"
+        elif need and sum(per[m] for m in need) == 0:
+            bad.append(f"{what}: {counter} stayed 0 in the {'/'.join(need)} runs")
+            note = "  NOT TAKEN"
+        print(f"{what:<50} {counter:<27} " + " ".join(f"{per[m]:>9}" for m in modes) + note)
     return bad
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
-    ap.add_argument("--driver")
-    ap.add_argument("--cuts", type=int, default=0)
-    ap.add_argument("--points", type=int, default=0)
-    ap.add_argument("--shutdown-cuts", type=int, default=0)
-    ap.add_argument("--paths", action="store_true")
-    ap.add_argument("--summary", action="store_true")
-    a = ap.parse_args()
-    runs = [r for r in load(a.dir) if not a.driver or r["driver"] == a.driver]
-    if not runs:
-        print(f"no crash run results in {a.dir}")
-        sys.exit(1)
-    table(runs)
-    if a.summary:
-        print()
-        summary(runs)
+def races(runs):
+    drivers = sorted({r["driver"] for r in runs})
+    print(f"{'races the workload made':<50} {'':<27} " + " ".join(f"{d:>9}" for d in drivers))
+    for what, key in RACES:
+        print(f"{what:<50} {key:<27} " + " ".join(
+            f"{sum(r['work'].get(key, 0) for r in runs if r['driver'] == d):>9}" for d in drivers))
+
+
+def verdict(runs, a):
     bad = []
     for r in runs:
         name = f"{r['driver']} {r['stack']} {r['mode']} {r['backing']}/{r['upper']}"
@@ -139,13 +159,39 @@ def main():
         want_cuts = a.shutdown_cuts if r["stack"] == "shutdown" else a.cuts
         if not r["error"] and r["cuts"]["points"] < want_cuts:
             bad.append(f"{name}: {r['cuts']['points']} cuts checked of {want_cuts}")
-        if not r["error"] and r["stack"] == "flakey" and r["replay"]["points"] < min(a.points, r["marks"]):
+        if not r["error"] and r["stack"] == "flakey" and \
+                r["replay"]["points"] < min(a.points, r["marks"]):
             bad.append(f"{name}: {r['replay']['points']} replayed points of {a.points}")
         if r.get("marks_failed"):
             bad.append(f"{name}: {r['marks_failed']} dm-log-writes marks not placed")
-    if a.paths:
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--driver")
+    ap.add_argument("--cuts", type=int, default=0)
+    ap.add_argument("--points", type=int, default=0)
+    ap.add_argument("--shutdown-cuts", type=int, default=0)
+    ap.add_argument("--paths", action="store_true")
+    ap.add_argument("--runs", action="store_true")
+    a = ap.parse_args()
+    runs = [r for r in load(a.dir) if not a.driver or r["driver"] == a.driver]
+    if not runs:
+        print(f"no crash run results in {a.dir}")
+        sys.exit(1)
+    if a.runs:
+        runs_table(runs)
         print()
-        bad += paths(runs)
+    summary(runs)
+    bad = verdict(runs, a)
+    rust = [r for r in runs if r["driver"] == "rust_loop"]
+    if a.paths and rust:
+        print()
+        bad += paths(rust)
+    print()
+    races(runs)
     for b in bad:
         print(f"FAIL: {b}")
     sys.exit(1 if bad else 0)

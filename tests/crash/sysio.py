@@ -7,6 +7,7 @@ import fcntl
 import os
 import struct
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -336,6 +337,37 @@ def counters(dev):
         if len(v) == 1 and v[0].isdigit():
             out[name] = int(v[0])
     return out
+
+
+class DevCounters:
+    """rust_loop's counters (and the block layer's flush and discard counts) summed over the
+    loop devices a run binds: each device's change from just after the run bound it to just
+    before it lets it go. Loop devices are shared with the runs beside this one, so a device
+    counts only while it is bound to this run's file. Thread-safe."""
+
+    # Gauges and knobs, not counts.
+    NOT_COUNTS = {"worker_queued", "backing_inflight", "nowait_max_depth", "nr_hw_queues",
+                  "nowait", "inject_drop_requests"}
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.sums = {}
+        self.disk = {"flushes": 0, "discards": 0}
+
+    @staticmethod
+    def begin(dev):
+        """A snapshot of `dev`'s counters, for `end`."""
+        return counters(dev), diskstat(dev)
+
+    def end(self, dev, base):
+        """Adds `dev`'s counts since `base` (begin's snapshot)."""
+        now, st = counters(dev), diskstat(dev)
+        with self.lock:
+            for k, v in now.items():
+                if k not in self.NOT_COUNTS:
+                    self.sums[k] = self.sums.get(k, 0) + v - base[0].get(k, 0)
+            for k in self.disk:
+                self.disk[k] += st[k] - base[1][k]
 
 
 def diskstat(dev):

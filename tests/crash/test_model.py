@@ -99,6 +99,38 @@ with tempfile.TemporaryDirectory() as d:
     rc = subprocess.run([sys.executable, report, d, "--cuts", "1", "--points", "1"],
                         stdout=subprocess.DEVNULL, check=False).returncode
     check("report: a lost write fails", rc, 1)
+    run["replay"]["lost"] = 0
+    run["cuts"]["fsck_failed"] = 1
+    with open(os.path.join(d, "a.json"), "w") as fh:
+        json.dump(run, fh)
+    rc = subprocess.run([sys.executable, report, d, "--cuts", "1", "--points", "1"],
+                        stdout=subprocess.DEVNULL, check=False).returncode
+    check("report: a failed file-system check fails", rc, 1)
+    # --paths: every way a write ends taken passes; one never taken fails.
+    run["cuts"]["fsck_failed"] = 0
+    run["cpus"] = 4
+    run["counters"] = {c: 1 for c in ("nowait_completions", "worker_submissions", "worker_spread",
+                                      "cgroup_worker_submissions", "completions_batched",
+                                      "flushes_racing", "flushes_racing_set_status",
+                                      "change_fd_racing_io", "flushes_racing_clr_fd",
+                                      "flushes_after_discard", "flushes_after_write_zeroes")}
+    shutdown = dict(run, stack="shutdown", counters=dict(run["counters"]))
+    with open(os.path.join(d, "a.json"), "w") as fh:
+        json.dump(run, fh)
+    with open(os.path.join(d, "b.json"), "w") as fh:
+        json.dump(shutdown, fh)
+    paths = [sys.executable, report, d, "--cuts", "1", "--points", "1", "--shutdown-cuts", "1",
+             "--paths"]
+    rc = subprocess.run(paths, stdout=subprocess.DEVNULL, check=False).returncode
+    check("report --paths: every way taken passes", rc, 0)
+    for r in (run, shutdown):
+        r["counters"]["flushes_racing_clr_fd"] = 0
+    with open(os.path.join(d, "a.json"), "w") as fh:
+        json.dump(run, fh)
+    with open(os.path.join(d, "b.json"), "w") as fh:
+        json.dump(shutdown, fh)
+    rc = subprocess.run(paths, stdout=subprocess.DEVNULL, check=False).returncode
+    check("report --paths: a way never taken fails", rc, 1)
 
 print("ok: the crash model and verdict" if not failed else f"{failed} failed")
 sys.exit(1 if failed else 0)

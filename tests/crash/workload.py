@@ -10,11 +10,12 @@ durable, and the ways a write can end in the driver that each exercises.
   different hardware queues): flushes racing writes of other queues.
 - Knobs: LOOP_SET_STATUS64 (unchanged status: the queue is frozen and thawed) on the devices and
   LOOP_SET_DIRECT_IO toggles on the raw device, while flushes are in flight.
-- Detacher: a device written and flushed while LOOP_CLR_FD is issued (the flush in flight; the
-  device unbinds at the last close), then bound again.
+- Detacher: a device written and flushed while LOOP_CLR_FD is issued again and again (the flush
+  in flight; the device unbinds at the last close), then bound again.
 - ChangeFd: a read-only device switched between two files by LOOP_CHANGE_FD, each file written
   through the backing file system first (LOOP_CHANGE_FD writes the new file back, as loop.c
-  does), while flushes are issued to the device.
+  does), while another thread reads the device. (A read-only device advertises no write cache,
+  as loop.c's: the block layer sends it no flush.)
 Deep queues (the worker, a deep queue's second worker) come from fio, metadata churn and a
 per-cgroup worker from fsstress in a child cgroup (crash.py starts both).
 """
@@ -380,8 +381,9 @@ class Detacher(Worker):
     while another thread issues LOOP_CLR_FD; the device unbinds when the last descriptor
     closes, and is bound again for the next round."""
 
-    def __init__(self, blocks, path, nblocks, dio, stop, seed, devices):
+    def __init__(self, blocks, path, nblocks, dio, stop, seed, devices, counters):
         super().__init__("detach", stop, seed)
+        self.counters = counters  # sysio.DevCounters of the run
         self.blocks = blocks
         self.path = path
         self.nblocks = nblocks
@@ -395,6 +397,7 @@ class Detacher(Worker):
         ident = self.path
         entry = [dev, ident]
         self.devices.append(entry)
+        base = self.counters.begin(dev)
         fd = os.open(dev, os.O_RDWR | os.O_DIRECT)
         try:
             for _ in range(self.rng.randint(1, 6)):
@@ -413,14 +416,21 @@ class Detacher(Worker):
             rec = self.blocks.flush_start()
             if rec is None:
                 raise Stop
-            clr = threading.Thread(target=self.clear, args=(dev,), daemon=True)
+            flushed = threading.Event()
+            clr = threading.Thread(target=self.clear, args=(dev, flushed), daemon=True)
             clr.start()
-            os.fsync(fd)
-            clr.join()
+            try:
+                os.fsync(fd)
+            finally:
+                flushed.set()
+                clr.join()
             if not self.blocks.flush_done(rec):
                 raise Stop
             self.stats["rounds"] += 1
         finally:
+            # Still bound (held open): unbound by the close, after which the device may be
+            # another run's.
+            self.counters.end(dev, base)
             os.close(fd)
         time.sleep(self.rng.uniform(0.05, 0.3))
         # LOOP_CLR_FD set autoclear (we held it open): the close above unbinds it.
@@ -431,12 +441,17 @@ class Detacher(Worker):
             time.sleep(0.02)
         self.devices.remove(entry)
 
-    def clear(self, dev):
+    def clear(self, dev, flushed):
+        """LOOP_CLR_FD until the flush has returned (at least once): the device stays bound
+        while the flushing thread holds it open, so each only sets autoclear again."""
         fd = os.open(dev, os.O_RDONLY)
         try:
-            time.sleep(self.rng.uniform(0, 0.01))
-            fcntl.ioctl(fd, sysio.loopioctl.LOOP_CLR_FD)
-            self.stats["clr_during_flush"] += 1
+            time.sleep(self.rng.uniform(0, 0.005))
+            while True:
+                fcntl.ioctl(fd, sysio.loopioctl.LOOP_CLR_FD)
+                self.stats["clr_during_flush"] += int(not flushed.is_set())
+                if flushed.wait(0.001):
+                    break
         finally:
             os.close(fd)
 
@@ -445,40 +460,58 @@ class ChangeFd(Worker):
     """A read-only loop device over one of two files of the backing file system; each round
     writes new content into the other file (buffered, not synced) and switches the device to
     it with LOOP_CHANGE_FD, which writes it back (loop.c: vfs_fsync of the new file) before it
-    returns: the new content is durable then. Another thread issues flushes (fsync) to the
-    device all along."""
+    returns: the new content is durable then. Another thread reads the device all along (a
+    read-only device gets no flush), each block one of the contents either file has had."""
 
-    def __init__(self, blocks_of, paths, nblocks, stop, seed, devices):
+    def __init__(self, blocks_of, paths, nblocks, stop, seed, devices, counters):
         super().__init__("changefd", stop, seed)
+        self.counters = counters  # sysio.DevCounters of the run
+        self.base = None
         self.blocks_of = blocks_of  # path -> Blocks
         self.paths = paths
         self.nblocks = nblocks
         self.devices = devices
         self.dev = None
         self.cur = 0
-        self.stats = {"changes": 0, "flushes": 0}
-        self.flusher = None
+        self.stats = {"changes": 0, "reads": 0}
+        self.reader = None
 
     def setup(self):
         self.dev = sysio.loop_attach(self.paths[0], False, read_only=True)
         # [device, the files it may be bound to].
         self.devices.append([self.dev, list(self.paths)])
-        self.flusher = threading.Thread(target=self.flush_loop, daemon=True)
-        self.flusher.start()
+        self.base = self.counters.begin(self.dev)
+        self.reader = threading.Thread(target=self.read_loop, daemon=True)
+        self.reader.start()
 
-    def flush_loop(self):
-        fd = os.open(self.dev, os.O_RDONLY)
+    def read_loop(self):
+        """O_DIRECT reads of random blocks of the device: each must hold zeroes or a content
+        written to that block of either file (the device reads whichever is bound)."""
+        buf = mmap.mmap(-1, BS)
+        rng = random.Random(self.rng.getrandbits(32))
+        fd = os.open(self.dev, os.O_RDONLY | os.O_DIRECT)
         try:
             while not self.stop.is_set():
-                os.fsync(fd)
-                self.stats["flushes"] += 1
-                time.sleep(0.02)
+                b = rng.randrange(self.nblocks)
+                if os.preadv(fd, [buf], b * BS) != BS:
+                    raise OSError(errno.EIO, f"short read of block {b}")
+                crc = zlib.crc32(buf)
+                if not any(crc in blocks.ever(b) for blocks in self.blocks_of.values()):
+                    raise RuntimeError(f"{self.dev} block {b}: content neither file ever had")
+                self.stats["reads"] += 1
+                time.sleep(0.003)
+        except Exception as e:  # noqa: BLE001 (reported by the run, as a Worker's)
+            if not self.stop.is_set() and self.error is None:
+                self.error = f"changefd reader: {type(e).__name__}: {e}"
         finally:
             os.close(fd)
 
     def teardown(self):
-        if self.flusher is not None:
-            self.flusher.join()
+        if self.reader is not None:
+            self.reader.join()
+        if self.base is not None:
+            # Before the run unbinds it (Run.detach_all).
+            self.counters.end(self.dev, self.base)
 
     def step(self):
         other = 1 - self.cur
