@@ -30,7 +30,7 @@ status=0
 bash scripts/check.sh '^crash/' || status=$?
 mkdir -p results/tests/crash
 report=0
-python3 tests/crash/report.py results/tests/crash --runs --paths --cuts "$CRASH_CUTS" \
+python3 tests/crash/report.py results/tests/crash --runs --require-paths --cuts "$CRASH_CUTS" \
 	--points "$CRASH_POINTS" --shutdown-cuts "$CRASH_SHUTDOWN_CUTS" >results/tests/crash/table || report=$?
 echo
 cat results/tests/crash/table

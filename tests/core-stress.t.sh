@@ -223,27 +223,6 @@ t_stress_io_during_reconfigure() {
 	detach "$dev"
 }
 
-# Stops udevd and its workers (their probes open loop devices: a close is then not the last);
-# the trap of the caller must call udev_restart.
-udev_stop() {
-	udevadm settle 2>/dev/null || true
-	udevadm control --exit 2>/dev/null || true
-	local i
-	for i in $(seq 1 50); do
-		pgrep -f 'systemd-udevd|udev-worker' >/dev/null || return 0
-		sleep 0.1
-	done
-	pkill -KILL -f 'systemd-udevd|udev-worker' 2>/dev/null || true
-}
-udev_restart() {
-	pgrep -x systemd-udevd >/dev/null && return 0
-	local d
-	for d in /usr/lib/systemd/systemd-udevd /lib/systemd/systemd-udevd; do
-		[ -x "$d" ] && { "$d" --daemon >/dev/null 2>&1; break; }
-	done
-	udevadm settle 2>/dev/null || true
-}
-
 # The last close of an autoclear device clears it before close(2) returns (lo_release), so a
 # LOOP_SET_FD on a new descriptor right after finds it unbound, and after LOOP_CLR_FD and the
 # last close it is unbound again. 2,000 times (tests/autoclear_race.py: LOOP_CONFIGURE read-only

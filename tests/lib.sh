@@ -179,6 +179,28 @@ region_sum() {
 # zero_sum LENGTH: sha256 of LENGTH zero bytes
 zero_sum() { head -c "$1" /dev/zero | sha256sum | cut -d' ' -f1; }
 # cleanup_loops: detach everything, unmount what the tests mounted under $T
+# Stops udevd and its workers (their probes open loop devices: a close is then not the last; the
+# events of a test that binds and clears devices many times a second cost CPU); the trap of the
+# caller must call udev_restart.
+udev_stop() {
+	udevadm settle 2>/dev/null || true
+	udevadm control --exit 2>/dev/null || true
+	local i
+	for i in $(seq 1 50); do
+		pgrep -f 'systemd-udevd|udev-worker' >/dev/null || return 0
+		sleep 0.1
+	done
+	pkill -KILL -f 'systemd-udevd|udev-worker' 2>/dev/null || true
+}
+udev_restart() {
+	pgrep -x systemd-udevd >/dev/null && return 0
+	local d
+	for d in /usr/lib/systemd/systemd-udevd /lib/systemd/systemd-udevd; do
+		[ -x "$d" ] && { "$d" --daemon >/dev/null 2>&1; break; }
+	done
+	udevadm settle 2>/dev/null || true
+}
+
 cleanup_loops() {
 	local m
 	for m in $(awk -v t="$T" 'index($2, t) == 1 {print $2}' /proc/mounts | sort -r); do

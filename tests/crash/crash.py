@@ -13,7 +13,7 @@ The stack, bottom up, on a region of DEV (dm-linear):
         -> det.img    -> loop device (MODE) bound, written, flushed and cleared in rounds
         -> fa, fb     -> a read-only loop device switched between them by LOOP_CHANGE_FD
 
-The workload (workload.py; fio and fsstress beside it) records in the model (model.py) every
+The workload (workload.py; fsstress beside it) records in the model (model.py) every
 acknowledgement of durability and places a dm-log-writes mark after each. Then:
 
 1. N cuts: at a random moment dm-flakey starts dropping every write (fstests'
@@ -54,6 +54,7 @@ UPPER_SIZE = 96 * MIB      # upper.img
 RAW_SIZE = 4 * MIB         # raw.img
 DET_SIZE = 1 * MIB         # det.img
 CFD_SIZE = 64 << 10        # fa, fb
+DEEP_SIZE = 2 * MIB        # deep, on the upper file system
 
 
 def region_mib(stack, log_mib):
@@ -154,6 +155,7 @@ class Run:
         self.raw = Blocks(self.model, "raw")
         self.det = Blocks(self.model, "det")
         self.cfd = {"fa": Blocks(self.model, "fa"), "fb": Blocks(self.model, "fb")}
+        self.deep = Blocks(self.model, "deep")
         self.content = [{}, {}]
         self.counter = [0]
         self.cuts = Figures("cuts")
@@ -232,7 +234,10 @@ class Run:
         self.attach()
         mkfs(self.a.upper, self.upper_dev, nodiscard=True, small=True)
         self.mount_upper(self.upper_dev, self.umnt)
-        os.makedirs(f"{self.umnt}/fio", exist_ok=True)
+        # The deep writer's file, zeroes (written extents: its O_DIRECT writes need no
+        # allocation).
+        with open(f"{self.umnt}/deep", "wb") as f:
+            f.write(bytes(DEEP_SIZE))
         # The start is durable: the upper file system, then the backing one with the images.
         sysio.syncfs(self.umnt)
         sysio.syncfs(self.bmnt)
@@ -266,7 +271,7 @@ class Run:
 
     # ---- workload ----
     def start(self):
-        """Starts the workload threads, fio and fsstress."""
+        """Starts the workload threads and fsstress."""
         self.stop = threading.Event()
         seed = self.rng.getrandbits(32)
         ncpu = os.cpu_count() or 1
@@ -284,27 +289,26 @@ class Run:
         t.append(workload.ChangeFd({f"{self.bmnt}/{k}": v for k, v in self.cfd.items()},
                                    [f"{self.bmnt}/fa", f"{self.bmnt}/fb"], CFD_SIZE // 4096,
                                    self.stop, seed + 40, self.extra_devs, self.counters))
+        t.append(workload.DeepWriter(self.deep, f"{self.umnt}/deep", DEEP_SIZE // 4096,
+                                     self.stop, seed + 50))
         # Every other stretch the workload itself runs in the child cgroup: its requests go to
         # a per-cgroup worker then (fsstress's always do).
         self.segment_no += 1
         cg = self.a.cgroup if self.segment_no % 2 else os.path.dirname(self.a.cgroup)
+        t0 = time.monotonic()
         with open(os.path.join(cg, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
+        t0 = self.phase("start.cgroup", t0)
         with self.model.lock:
             self.model.stopped = False
+        go = threading.Event()
         for th in t:
+            th.go = go
             th.start()
+        go.set()
         self.threads = t
         self.procs = []
-        if self.a.fio and self.segment_no % 2 == 0:
-            # A deep queue of direct I/O from one task (the worker; from 4 CPUs the next
-            # queue's worker too), once per stretch, verified when not cut short.
-            self.procs.append(("fio", subprocess.Popen(
-                ["fio", "--name=deep", f"--filename={self.umnt}/fio/deep", "--size=2M",
-                 "--rw=randwrite", "--bs=4k", "--direct=1", "--ioengine=libaio", "--iodepth=32",
-                 "--fsync=64", "--verify=crc32c", "--verify_fatal=1", "--do_verify=1",
-                 "--output=/dev/null"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)))
+        self.phase("start.threads", t0)
         if self.a.fsstress:
             cg = self.a.cgroup
             d = f"{self.umnt}/fss"
@@ -324,10 +328,10 @@ class Run:
                 raise RuntimeError(f"{name} failed (status {p.returncode}): {err}")
 
     def halt(self):
-        """Stops the workload: threads joined, fio and fsstress killed."""
+        """Stops the workload: threads joined, fsstress killed."""
         self.stop.set()
         for name, p in self.procs:
-            # fio and fsstress fork their workers: the whole process group goes.
+            # fsstress forks its workers: the whole process group goes.
             try:
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -373,12 +377,13 @@ class Run:
                 fig.note(f"{where}: file {name}: expected {state}, found {found}; "
                          f"{self.explain_file(name, s, found)}")
         n = len(exp)
-        for blocks, path in ((self.raw, "raw.img"), (self.det, "det.img"),
-                             (self.cfd["fa"], "fa"), (self.cfd["fb"], "fb")):
+        for blocks, path in ((self.raw, f"{backing}/raw.img"), (self.det, f"{backing}/det.img"),
+                             (self.cfd["fa"], f"{backing}/fa"), (self.cfd["fb"], f"{backing}/fb"),
+                             (self.deep, f"{upper}/deep")):
             bexp, _ = blocks.expected(s)
             if not bexp:
                 continue
-            with open(f"{backing}/{path}", "rb") as f:
+            with open(path, "rb") as f:
                 data = f.read()
             mv = memoryview(data)
             for b, allowed in bexp.items():
@@ -386,7 +391,7 @@ class Run:
                 crc = zlib.crc32(blk) if len(blk) == 4096 else None
                 if crc not in allowed:
                     lost += 1
-                    fig.note(f"{where}: {path} block {b}: {self.explain(blocks, b, s, crc)}")
+                    fig.note(f"{where}: {blocks.name} block {b}: {self.explain(blocks, b, s, crc)}")
             n += len(bexp)
         fig.objects += n
         fig.lost += lost
@@ -519,7 +524,8 @@ class Run:
         for blocks, path, dev in ((self.raw, None, self.raw_dev),
                                   (self.det, f"{self.bmnt}/det.img", None),
                                   (self.cfd["fa"], f"{self.bmnt}/fa", None),
-                                  (self.cfd["fb"], f"{self.bmnt}/fb", None)):
+                                  (self.cfd["fb"], f"{self.bmnt}/fb", None),
+                                  (self.deep, f"{self.umnt}/deep", None)):
             flux = blocks.in_flux()
             if not flux:
                 continue
@@ -582,6 +588,8 @@ class Run:
         sysio.nullb_remove(f"{self.p}data")
         t = self.phase("end", t)
         self.replay_checks()
+        sysio.dm_remove(f"{self.p}replay")
+        sysio.dm_remove(f"{self.p}log")
         self.phase("replay", t)
 
     # ---- replay ----
@@ -765,7 +773,6 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--replay-log", required=True)
     ap.add_argument("--fsstress", default="")
-    ap.add_argument("--no-fio", dest="fio", action="store_false")
     ap.add_argument("--cgroup", default="/sys/fs/cgroup/rust-loop-crash")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()

@@ -19,6 +19,7 @@ Two kinds of object:
   its last write covered by a flush completed before `s`, unless a later write to it had been
   issued before `s` (in flux). A discard leaves either zeroes or what was there before.
 """
+import bisect
 import threading
 import zlib
 
@@ -113,6 +114,7 @@ class Blocks:
         self.m = model
         self.name = name
         self.hist = {}  # block -> [[issue, complete or None, allowed crcs (frozenset)]]
+        self.issues = {}  # block -> [issue of each entry of hist[block]] (for bisect)
         self.flushes = []  # [issue, complete] in issue order
 
     def start(self, blocks, allowed):
@@ -129,6 +131,7 @@ class Blocks:
                 prev = h[-1][2] if h else frozenset([ZERO4K])
                 rec = [s, None, frozenset(allowed(b, prev))]
                 h.append(rec)
+                self.issues.setdefault(b, []).append(s)
                 recs.append(rec)
             return recs
 
@@ -168,20 +171,20 @@ class Blocks:
 
     def expected(self, s):
         """{block: allowed crcs} of every block written whose state is known at point `s`, and
-        the number in flux."""
+        the number in flux. A block's writes are sequential (its writer never has two of them
+        in flight): the last one issued before `s` decides, known if it completed before the
+        latest flush covering `s` was issued (its `allowed` was made from the one before,
+        covered then too), in flux if not."""
         cov = self.covered_upto(s)
         out, flux = {}, 0
         for b, h in self.hist.items():
-            allowed, known = frozenset([ZERO4K]), True
-            for issue, complete, alw in h:
-                if issue >= s:
-                    break
-                if complete is not None and complete < cov:
-                    allowed, known = alw, True
-                else:
-                    known = False
-            if known:
-                out[b] = allowed
+            i = bisect.bisect_left(self.issues[b], s)
+            if i == 0:
+                out[b] = frozenset([ZERO4K])
+                continue
+            _, complete, alw = h[i - 1]
+            if complete is not None and complete < cov:
+                out[b] = alw
             else:
                 flux += 1
         return out, flux

@@ -120,9 +120,9 @@ with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "b.json"), "w") as fh:
         json.dump(shutdown, fh)
     paths = [sys.executable, report, d, "--cuts", "1", "--points", "1", "--shutdown-cuts", "1",
-             "--paths"]
+             "--require-paths"]
     rc = subprocess.run(paths, stdout=subprocess.DEVNULL, check=False).returncode
-    check("report --paths: every way taken passes", rc, 0)
+    check("report --require-paths: every way taken passes", rc, 0)
     for r in (run, shutdown):
         r["counters"]["flushes_racing_clr_fd"] = 0
     with open(os.path.join(d, "a.json"), "w") as fh:
@@ -130,7 +130,10 @@ with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "b.json"), "w") as fh:
         json.dump(shutdown, fh)
     rc = subprocess.run(paths, stdout=subprocess.DEVNULL, check=False).returncode
-    check("report --paths: a way never taken fails", rc, 1)
+    check("report --require-paths: a way never taken fails", rc, 1)
+    rc = subprocess.run(paths[:-1] + ["--paths"], stdout=subprocess.DEVNULL,
+                        check=False).returncode
+    check("report --paths: shown, not required", rc, 0)
 
 print("ok: the crash model and verdict" if not failed else f"{failed} failed")
 sys.exit(1 if failed else 0)

@@ -16,9 +16,13 @@ durable, and the ways a write can end in the driver that each exercises.
   through the backing file system first (LOOP_CHANGE_FD writes the new file back, as loop.c
   does), while another thread reads the device. (A read-only device advertises no write cache,
   as loop.c's: the block layer sends it no flush.)
-Deep queues (the worker, a deep queue's second worker) come from fio, metadata churn and a
-per-cgroup worker from fsstress in a child cgroup (crash.py starts both).
+- DeepWriter: a deep queue of O_DIRECT writes (native AIO, 32 in flight) from one thread to a
+  file of the file system on the loop device, an fdatasync every 64: the worker, a deep queue's
+  second worker, completion batches.
+Metadata churn and a per-cgroup worker come from fsstress in a child cgroup (crash.py starts
+it).
 """
+import ctypes
 import errno
 import fcntl
 import mmap
@@ -40,7 +44,9 @@ class Stop(Exception):
 
 class Worker(threading.Thread):
     """A workload thread: runs `step` until `stop` is set; an error while the run goes on is
-    kept in `error` (and ends the thread)."""
+    kept in `error` (and ends the thread). With `go` set to an event, it waits for that first:
+    the threads of a stretch then start without each new one taking the GIL from the thread
+    that starts the next (under TCG that took seconds a stretch)."""
 
     def __init__(self, name, stop, seed):
         super().__init__(name=name, daemon=True)
@@ -48,8 +54,11 @@ class Worker(threading.Thread):
         self.rng = random.Random(seed)
         self.error = None
         self.ops = 0
+        self.go = None
 
     def run(self):
+        if self.go is not None:
+            self.go.wait()
         try:
             self.setup()
             while not self.stop.is_set():
@@ -341,6 +350,76 @@ class RawWriter(Worker):
         if not self.blocks.flush_done(rec):
             raise Stop
         self.stats["flushes"] += 1
+
+
+class DeepWriter(Worker):
+    """O_DIRECT 4 KiB writes to blocks of the file `path`, DEPTH in flight from this one thread
+    (native AIO: no two to the same block at once), an fdatasync after every FSYNC_EVERY
+    completions: durable, as on a device with a volatile cache, are the writes completed
+    before the fdatasync was issued, once it returns (model.Blocks)."""
+
+    DEPTH = 32
+    FSYNC_EVERY = 64
+
+    def __init__(self, blocks, path, nblocks, stop, seed):
+        super().__init__("deep", stop, seed)
+        self.blocks = blocks
+        self.path = path
+        self.nblocks = nblocks
+        self.fd = None
+        self.aio = None
+        self.buf = mmap.mmap(-1, self.DEPTH * BS)
+        # The buffers' addresses; c_char.from_buffer keeps the mapping exported, so it stays.
+        self.addrs = [ctypes.addressof(ctypes.c_char.from_buffer(self.buf, i * BS))
+                      for i in range(self.DEPTH)]
+        self.inflight = {}  # slot -> (block, model records)
+        self.completed = 0
+        self.stats = {"writes": 0, "fdatasyncs": 0}
+
+    def setup(self):
+        self.fd = os.open(self.path, os.O_RDWR | os.O_DIRECT)
+        self.aio = sysio.Aio(self.DEPTH)
+
+    def teardown(self):
+        if self.aio is not None:
+            self.aio.destroy()  # waits for the writes in flight
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def step(self):
+        busy = {b for b, _ in self.inflight.values()}
+        for slot in range(self.DEPTH):
+            if slot in self.inflight:
+                continue
+            b = self.rng.randrange(self.nblocks)
+            while b in busy:
+                b = self.rng.randrange(self.nblocks)
+            data = self.rng.randbytes(BS)
+            self.buf[slot * BS:(slot + 1) * BS] = data
+            crc = zlib.crc32(data)
+            recs = self.blocks.start([b], lambda blk, prev: [crc])
+            if recs is None:
+                raise Stop
+            self.aio.pwrite(slot, self.fd, self.addrs[slot], BS, b * BS)
+            self.inflight[slot] = (b, recs)
+            busy.add(b)
+        for slot, res in self.aio.reap(1, 1.0):
+            b, recs = self.inflight.pop(slot)
+            if res != BS:
+                raise OSError(-res if res < 0 else errno.EIO,
+                              f"AIO write of block {b}: {res}")
+            self.blocks.done(recs)
+            self.completed += 1
+            self.stats["writes"] += 1
+            if self.completed % self.FSYNC_EVERY == 0:
+                rec = self.blocks.flush_start()
+                if rec is None:
+                    raise Stop
+                os.fdatasync(self.fd)
+                if not self.blocks.flush_done(rec):
+                    raise Stop
+                self.stats["fdatasyncs"] += 1
 
 
 class Knobs(Worker):
