@@ -55,6 +55,7 @@ RAW_SIZE = 4 * MIB         # raw.img
 DET_SIZE = 1 * MIB         # det.img
 CFD_SIZE = 64 << 10        # fa, fb
 DEEP_SIZE = 2 * MIB        # deep, on the upper file system
+FILE_WRITERS = 2           # directories w0, w1 on the upper file system
 
 
 def region_mib(stack, log_mib):
@@ -156,7 +157,7 @@ class Run:
         self.det = Blocks(self.model, "det")
         self.cfd = {"fa": Blocks(self.model, "fa"), "fb": Blocks(self.model, "fb")}
         self.deep = Blocks(self.model, "deep")
-        self.content = [{}, {}]
+        self.content = [{} for _ in range(FILE_WRITERS)]
         self.counter = [0]
         self.cuts = Figures("cuts")
         self.replays = Figures("replay")
@@ -235,9 +236,13 @@ class Run:
         mkfs(self.a.upper, self.upper_dev, nodiscard=True, small=True)
         self.mount_upper(self.upper_dev, self.umnt)
         # The deep writer's file, zeroes (written extents: its O_DIRECT writes need no
-        # allocation).
+        # allocation), and the file writers' directories: durable from the start (the model
+        # knows nothing of them; a cut before a directory's creation was made durable would
+        # lose it).
         with open(f"{self.umnt}/deep", "wb") as f:
             f.write(bytes(DEEP_SIZE))
+        for i in range(FILE_WRITERS):
+            os.makedirs(f"{self.umnt}/w{i}", exist_ok=True)
         # The start is durable: the upper file system, then the backing one with the images.
         sysio.syncfs(self.umnt)
         sysio.syncfs(self.bmnt)
@@ -279,7 +284,7 @@ class Run:
         half = raw_blocks // 2
         inflight = [0]
         t = [workload.FileWriter(self.files, self.umnt, i, self.stop, seed + i, self.content[i],
-                                 self.counter) for i in range(2)]
+                                 self.counter) for i in range(FILE_WRITERS)]
         t += [workload.RawWriter(self.raw, self.raw_dev, i * half, half, i, i % ncpu, self.stop,
                                  seed + 10 + i, inflight) for i in range(2)]
         t.append(workload.Knobs([self.upper_dev, self.raw_dev], self.raw_dev, self.dio, self.stop,
