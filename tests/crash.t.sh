@@ -6,18 +6,19 @@
 # the runs side by side in slots of the scratch disk, and tests/crash/report.py checks the
 # figures (results/tests/crash/*.json):
 #
-# - flakey stack, direct I/O and buffered, XFS under ext4 and ext4 under XFS: CRASH_CUTS cuts
+# - flakey stack, direct I/O and buffered, XFS or ext4 under ext4 or XFS: CRASH_CUTS cuts
 #   (dm-flakey drops every write from a random moment) and CRASH_POINTS points replayed from
 #   dm-log-writes' log, each checked: the backing file system mounts, every object acknowledged
 #   durable is there with its checksum, the upper file system passes e2fsck -fn / xfs_repair -n;
-# - shutdown stack (dm-linear, which takes NOWAIT bios: rust_loop's NOWAIT path), direct I/O:
-#   CRASH_SHUTDOWN_CUTS cuts by FS_IOC_SHUTDOWN of the backing file system, checked the same way.
+# - shutdown stack (the backing file system on null_blk, which takes NOWAIT bios: rust_loop's
+#   NOWAIT path), direct I/O: CRASH_SHUTDOWN_CUTS cuts by FS_IOC_SHUTDOWN of the backing file
+#   system, checked the same way.
 #
-#   CRASH_MATRIX          short: 3 runs per driver; full: 6 (make crashcheck)    default short
-#   CRASH_CUTS            cuts per flakey run (make crashcheck: 50)             default 2
-#   CRASH_POINTS          replayed points per flakey run (make crashcheck: 50)  default 3
+#   CRASH_MATRIX          short: 3 runs per driver; full: 10 (make crashcheck)   default short
+#   CRASH_CUTS            cuts per flakey run (make crashcheck: 25)             default 2
+#   CRASH_POINTS          replayed points per flakey run (make crashcheck: 25)  default 3
 #   CRASH_SHUTDOWN_CUTS   cuts per shutdown run (make crashcheck: 25)           default 2
-#   CRASH_LOG_MB          log region of a flakey run (make crashcheck: 1024)    default 160
+#   CRASH_LOG_MB          log region of a flakey run (make crashcheck: 512)     default 160
 #   CRASH_SEGMENT         longest stretch of workload before a cut (s; crashcheck: 2)  default 2.5
 #   CRASH_SEED            seed of the first run (the others follow); printed    default random
 #
@@ -29,13 +30,23 @@ CRASH_CG=/sys/fs/cgroup/rust-loop-crash
 
 # The runs of a driver: stack mode backing upper. The short matrix (the suite's default) has
 # each mode, each file system above and below and the shutdown stack once; the full one
-# (make crashcheck) each mode with each upper file system, on both stacks.
+# (make crashcheck) every mode, backing and upper file system on the flakey stack (so each
+# mode and upper file system twice), and the shutdown stack with each upper file system. Ten
+# runs side by side keep the guest's CPUs busy where six left a third of their time idle
+# (each run waits on its mounts, kernel threads and I/O in turn).
 crash_matrix() {
+	local mode backing upper
 	case "${CRASH_MATRIX:-short}" in
 	short) printf '%s\n' "flakey dio xfs ext4" "flakey buffered ext4 xfs" "shutdown dio ext4 xfs" ;;
 	full)
-		printf '%s\n' "flakey dio xfs ext4" "flakey dio ext4 xfs" "flakey buffered xfs ext4" \
-			"flakey buffered ext4 xfs" "shutdown dio xfs ext4" "shutdown dio ext4 xfs" ;;
+		for mode in dio buffered; do
+			for backing in xfs ext4; do
+				for upper in ext4 xfs; do
+					echo "flakey $mode $backing $upper"
+				done
+			done
+		done
+		printf '%s\n' "shutdown dio xfs ext4" "shutdown dio ext4 xfs" ;;
 	*) fail "CRASH_MATRIX must be short or full" ;;
 	esac
 }
@@ -64,10 +75,12 @@ crash_prereqs() {
 	done
 	# One RAM disk per run: the copy-on-write store of the snapshots the replayed points are
 	# checked on.
-	if [ -d /sys/module/brd ] && [ ! -b /dev/ram5 ]; then
-		rmmod brd || fail "brd is loaded with fewer than 6 RAM disks and cannot be unloaded"
+	local runs
+	runs=$(crash_matrix | wc -l)
+	if [ -d /sys/module/brd ] && [ ! -b "/dev/ram$((runs - 1))" ]; then
+		rmmod brd || fail "brd is loaded with fewer than $runs RAM disks and cannot be unloaded"
 	fi
-	modprobe brd rd_nr=6 rd_size=131072 || fail "modprobe brd failed"
+	modprobe brd rd_nr="$runs" rd_size=131072 || fail "modprobe brd failed"
 	# The data regions: null_blk devices made through configfs (crash/crash.py: Run.regions).
 	if [ -d /sys/module/null_blk ]; then
 		rmmod null_blk || fail "null_blk is loaded and cannot be unloaded"

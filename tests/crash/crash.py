@@ -304,6 +304,16 @@ class Run:
         with open(os.path.join(cg, "cgroup.procs"), "w") as f:
             f.write(str(os.getpid()))
         t0 = self.phase("start.cgroup", t0)
+        self.procs = []
+        if self.a.fsstress:
+            # In a child cgroup: its requests go to a per-cgroup worker. Started before the
+            # threads, which would hold the GIL that Popen's Python code needs.
+            self.procs.append(("fsstress", subprocess.Popen(
+                ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.a.cgroup,
+                 self.a.fsstress, "-d", f"{self.umnt}/fss", "-p", "1", "-n", "1000000",
+                 "-s", str(seed & 0xFFFF)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)))
+        t0 = self.phase("start.fsstress", t0)
         with self.model.lock:
             self.model.stopped = False
         go = threading.Event()
@@ -312,16 +322,7 @@ class Run:
             th.start()
         go.set()
         self.threads = t
-        self.procs = []
         self.phase("start.threads", t0)
-        if self.a.fsstress:
-            cg = self.a.cgroup
-            d = f"{self.umnt}/fss"
-            # In a child cgroup: its requests go to a per-cgroup worker.
-            self.procs.append(("fsstress", subprocess.Popen(
-                ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cg, self.a.fsstress,
-                 "-d", d, "-p", "1", "-n", "1000000", "-s", str(seed & 0xFFFF)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)))
 
     def check_workload(self):
         for th in self.threads:

@@ -2,7 +2,7 @@
 """The crash runs' figures (the JSON files crash.py wrote) as tables, and their verdict.
 
     report.py DIR [--driver rust_loop|loop] [--cuts N] [--points N] [--shutdown-cuts N]
-              [--paths | --require-paths] [--runs]
+              [--paths | --require-paths] [--runs] [--markdown]
 
 Prints per driver, mode and file system on the loop device: the cuts (dm-flakey and
 FS_IOC_SHUTDOWN) and replayed points checked, the objects checked, the acknowledged writes lost,
@@ -79,7 +79,22 @@ def runs_table(runs):
               f"{r['log_mib']:>8} {secs:>6.0f}  {r['error'] or ''}")
 
 
-def summary(runs):
+def emit(header, rows, md):
+    """A table: `header` as (title, "<" or ">") pairs, `rows` of strings; aligned text, or
+    Markdown with `md` (for docs/testing.md)."""
+    if md:
+        print("| " + " | ".join(t for t, _ in header) + " |")
+        print("|" + "|".join("---" if al == "<" else "--:" for _, al in header) + "|")
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+        return
+    widths = [max(len(t), *(len(r[i]) for r in rows)) if rows else len(t)
+              for i, (t, _) in enumerate(header)]
+    for row in [[t for t, _ in header]] + rows:
+        print(" ".join(f"{c:{al}{w}}" for c, (_, al), w in zip(row, header, widths)).rstrip())
+
+
+def summary(runs, md=False):
     """Per driver, mode and file system on the loop device."""
     agg = {}
     for r in runs:
@@ -100,50 +115,58 @@ def summary(runs):
             a["rec"].append((c["recover_mean"], c["points"]))
             a["rec_max"] = max(a["rec_max"], c["recover_max"])
         a["failed"] += 1 if r["error"] else 0
-    print(f"{'driver':<10} {'mode':<9} {'fs':<5} {'cuts':>5} {'shutdown':>8} {'replayed':>8} "
-          f"{'points':>6} {'objects':>8} {'lost':>5} {'fsck clean':>11} {'mount!':>6} "
-          f"{'recover s':>10} {'runs failed':>11}")
+    rows = []
     for (drv, mode, fs), a in sorted(agg.items()):
         n = sum(w for _, w in a["rec"])
         mean = sum(m * w for m, w in a["rec"]) / n if n else None
         points = a["cuts"] + a["shutdown"] + a["replayed"]
-        print(f"{drv:<10} {mode:<9} {fs:<5} {a['cuts']:>5} {a['shutdown']:>8} {a['replayed']:>8} "
-              f"{points:>6} {a['objects']:>8} {a['lost']:>5} "
-              f"{a['fscks'] - a['fsck_failed']:>5}/{a['fscks']:<5} {a['mount_failed']:>6} "
-              f"{fmt_rec(mean, a['rec_max']):>10} {a['failed']:>11}")
+        rows.append([drv, mode, fs, str(a["cuts"]), str(a["shutdown"]), str(a["replayed"]),
+                     str(points), str(a["objects"]), str(a["lost"]),
+                     f"{a['fscks'] - a['fsck_failed']}/{a['fscks']}", str(a["mount_failed"]),
+                     fmt_rec(mean, a["rec_max"]), str(a["failed"])])
+    emit([("driver", "<"), ("mode", "<"), ("fs", "<"), ("cuts", ">"), ("shutdown", ">"),
+          ("replayed", ">"), ("points", ">"), ("objects", ">"), ("lost", ">"),
+          ("fsck clean", ">"), ("mount!", ">"), ("recover s", ">"), ("runs failed", ">")],
+         rows, md)
 
 
-def paths(runs):
+def paths(runs, md=False):
     """rust_loop's counters summed over its runs, per mode: each way a write ends, taken or
     not. Returns the failures."""
     bad = []
     modes = sorted({r["mode"] for r in runs})
     cpus = min((r.get("cpus") or 1 for r in runs), default=1)
-    print(f"{'way a write ends (rust_loop)':<50} {'counter':<27} " +
-          " ".join(f"{m:>9}" for m in modes))
+    rows = []
     for what, counter, where in PATHS:
         per = {m: sum(r["counters"].get(counter, 0) for r in runs if r["mode"] == m)
                for m in modes}
         note = ""
         need = [m for m in modes if where in ("any", m)]
         if counter == "worker_spread" and cpus < SPREAD_MIN_CPUS:
-            note = f"  (not required: {cpus} CPUs)"
+            note = f"not required: {cpus} CPUs"
         elif counter == "nowait_completions" and not any(
                 r["stack"] == "shutdown" and r["mode"] == "dio" for r in runs):
-            note = "  (not required: no shutdown run)"
+            note = "not required: no shutdown run"
         elif need and sum(per[m] for m in need) == 0:
             bad.append(f"{what}: {counter} stayed 0 in the {'/'.join(need)} runs")
-            note = "  NOT TAKEN"
-        print(f"{what:<50} {counter:<27} " + " ".join(f"{per[m]:>9}" for m in modes) + note)
+            note = "NOT TAKEN"
+        rows.append([what, f"`{counter}`" if md else counter] +
+                    [str(per[m]) for m in modes] + [note])
+    header = [("way a write ends (rust_loop)", "<"), ("counter", "<")] + [(m, ">") for m in modes]
+    if any(row[-1] for row in rows):
+        header.append(("", "<"))
+    else:
+        rows = [row[:-1] for row in rows]
+    emit(header, rows, md)
     return bad
 
 
-def races(runs):
+def races(runs, md=False):
     drivers = sorted({r["driver"] for r in runs})
-    print(f"{'races the workload made':<50} {'':<27} " + " ".join(f"{d:>9}" for d in drivers))
-    for what, key in RACES:
-        print(f"{what:<50} {key:<27} " + " ".join(
-            f"{sum(r['work'].get(key, 0) for r in runs if r['driver'] == d):>9}" for d in drivers))
+    rows = [[what, key] + [str(sum(r["work"].get(key, 0) for r in runs if r["driver"] == d))
+                           for d in drivers] for what, key in RACES]
+    emit([("races the workload made", "<"), ("count", "<")] + [(d, ">") for d in drivers],
+         rows, md)
 
 
 def verdict(runs, a):
@@ -178,6 +201,7 @@ def main():
     ap.add_argument("--paths", action="store_true")
     ap.add_argument("--require-paths", action="store_true")
     ap.add_argument("--runs", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="the tables as Markdown")
     a = ap.parse_args()
     runs = [r for r in load(a.dir) if not a.driver or r["driver"] == a.driver]
     if not runs:
@@ -186,16 +210,16 @@ def main():
     if a.runs:
         runs_table(runs)
         print()
-    summary(runs)
+    summary(runs, a.markdown)
     bad = verdict(runs, a)
     rust = [r for r in runs if r["driver"] == "rust_loop"]
     if (a.paths or a.require_paths) and rust:
         print()
-        untaken = paths(rust)
+        untaken = paths(rust, a.markdown)
         if a.require_paths:
             bad += untaken
     print()
-    races(runs)
+    races(runs, a.markdown)
     for b in bad:
         print(f"FAIL: {b}")
     sys.exit(1 if bad else 0)
