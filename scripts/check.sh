@@ -91,7 +91,7 @@ rm -f "$scratch" && truncate -s "${SCRATCH_SIZE:-4G}" "$scratch"
 say "tests: running in the VM (filter: ${1:-all})"
 # Test variables reach the guest only through its command line.
 pass=()
-for v in TEST_DRIVER TEST_TIMEOUT TEST_BUDGET TEST_PRIORITY FUZZ_ITERS FUZZ_MIN_ITERS FUZZ_SEED FUZZ_PROCS FUZZ_THREADS FUZZ_TIME RELOAD_CYCLES; do
+for v in TEST_DRIVER TEST_TIMEOUT TEST_BUDGET TEST_PRIORITY FUZZ_ITERS FUZZ_MIN_ITERS FUZZ_SEED FUZZ_PROCS FUZZ_THREADS FUZZ_TIME RELOAD_CYCLES ABI_SEQ_SEEDS ABI_SEQ_CALLS; do
 	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
 done
 # The kernel's configuration, for the tests that need an option (tests/lib.sh: need_config).
