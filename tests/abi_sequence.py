@@ -59,12 +59,13 @@ Normalised (README "Differences from loop.c" says why each is a deliberate diffe
     alignment in direct-I/O mode): in that state the generator asks for 512 instead.
   - reads past the end of the backing file (a file shrunk under its device, a backing device
     that shrank): loop.c fails the part of a read that the backing does not cover with EIO,
-    rust_loop returns zeroes for it. A read that reaches that part of the device (for a buffered read, the pages and
-    blocks it covers) prints "past-end" instead of its result; a buffered write there is
-    aligned to pages and blocks (one that is not would first read); and since rust_loop keeps
-    the zeroes in the device's page cache where loop.c keeps nothing, the generator drops the
-    device's page cache (BLKFLSBUF, not printed) before that part of the backing file can hold
-    data again.
+    rust_loop returns zeroes for it. A read that reaches that part of the device (for a
+    buffered read, the pages and blocks it covers) prints "past-end" instead of its result; a
+    buffered write there is aligned to pages and blocks (one that is not would first read);
+    and since rust_loop keeps the zeroes in the device's page cache where loop.c keeps
+    nothing, the generator drops the device's page cache (BLKFLSBUF, not printed) before that
+    part of the backing file can hold data again. Through a chain the same holds for the part
+    of the lower device past its own backing file's end.
   - a write that a backing block device (a chain) takes only in part, because it reaches past
     that device's end: loop.c ends it with success (the rest is dropped), rust_loop with an
     error. On a device on another loop device, a write near the end of the data below (that
@@ -1364,8 +1365,8 @@ class Gen:
             self.emit(f"file {f.label} write {pos}+{n}: size {f.size()}")
         else:
             d = os.path.dirname(f.path)
-            nf = self.new_file(label, d, rng.choice((64 << 10, 256 << 10, 1 << 20)) if label != "mbr"
-                               else 2 << 20, mbr=label == "mbr")
+            size = 2 << 20 if label == "mbr" else rng.choice((64 << 10, 256 << 10, 1 << 20))
+            nf = self.new_file(label, d, size, mbr=label == "mbr")
             self.emit(f"file {f.label} replaced by {nf.label} size {nf.size()}")
         # The watch shows what the devices make of it.
         self.touched.update(n for n, d in self.devs.items() if d.backing)
