@@ -1297,10 +1297,19 @@ class Gen:
             return
         if not direct and self.touches_past_end(dev, pos, length, True):
             # A buffered write that covers part of a block reads it first: past the end of the
-            # backing, loop.c fails that read.
+            # backing, loop.c fails that read. Whole blocks, then (of the page cache's block
+            # size, at most a page or the logical block size), none cut short by the device's
+            # end.
             g = max(self.dev_int(dev, "lbs", SECTOR), 4096)
             pos = pos // g * g
             length = max(-(-length // g) * g, g)
+            end = self.dev_bytes(dev) // g * g
+            if pos + length > end:
+                length = end - pos
+            if length <= 0:
+                self.emit(f"write buffered {pos} {dev.name}: skipped, in the device's last "
+                          f"partial block, past the end of the backing file")
+                return
         data = self.pattern(length)
 
         def do(fd, fdlabel):
