@@ -1202,6 +1202,36 @@ class Gen:
         bsz = struct.unpack("Q", buf)[0]
         return bsz if bsz < self.dev_int(dev, "lbs", SECTOR) else None
 
+    def chain_unpredictable(self, dev):
+        """Through the loop devices below dev: one whose page-cache block size is below its
+        logical block size (stale_blocksize: loop.c's buffered backing I/O goes through that
+        page cache), or, for a device in the "dio?" state, one whose logical block size grew
+        past the alignment recorded when the device above was bound (rust_loop's direct I/O
+        then meets the new alignment, loop.c's buffered I/O does not). Either makes the
+        result of I/O on dev depend on the deliberate differences; None when neither."""
+        for _ in range(len(self.devs)):
+            lower = self.lower_of(dev)
+            if lower is None:
+                return None
+            if dev.dio == "div" and self.dev_int(lower, "lbs", SECTOR) > dev.min_dio:
+                return (f"direct I/O below the alignment, which {lower.name}'s block size "
+                        f"raised since")
+            fd = lower.fds[0].fd if lower.fds else None
+            tmp = None
+            if fd is None:
+                try:
+                    tmp = fd = os.open(f"/dev/{lower.name}", os.O_RDONLY)
+                except OSError:
+                    return f"{lower.name} cannot be opened"
+            try:
+                if self.stale_blocksize(lower, fd):
+                    return f"{lower.name}'s page-cache block size below its logical block size"
+            finally:
+                if tmp is not None:
+                    os.close(tmp)
+            dev = lower
+        return None
+
     def pattern(self, n):
         rng = self.rng
         b = rng.getrandbits(8) | 1
@@ -1240,6 +1270,11 @@ class Gen:
         # mode), which reads whole blocks: rounded as for a buffered read.
         past = self.touches_past_end(dev, pos, length,
                                      not direct or self.lower_of(dev) is not None)
+        why = self.chain_unpredictable(dev)
+        if why:
+            self.emit(f"read {'direct' if direct else 'buffered'} {pos}+{length} {dev.name}: "
+                      f"skipped, {why}")
+            return
         if not direct:
             self.mark_zero_cache(dev)
 
@@ -1284,6 +1319,11 @@ class Gen:
         direct = rng.random() < 0.35
         pos, length = self.io_range(dev, direct)
         length = min(length, len(self.buf))
+        why = self.chain_unpredictable(dev)
+        if why:
+            self.emit(f"write {'direct' if direct else 'buffered'} {pos}+{length} {dev.name}: "
+                      f"skipped, {why}")
+            return
         lower = self.lower_of(dev)
         if lower is not None and self.touches_past_end(dev, pos, length, True) and (
                 pos < self.dev_bytes(lower) - self.dev_int(dev, "loop/offset")):
