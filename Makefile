@@ -16,7 +16,17 @@
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (docs/testing.md "fstests")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
 #   make toolchains      build with the stock kernel's rustc and with the project's (both warning-free)
-#   make deb             the DKMS package (results/deb/rust-loop-dkms_<version>_all.deb)
+#   make deb             the Debian source and DKMS packages, dpkg-buildpackage (results/deb/)
+#   make repo            a local apt repository of them (results/repo/: deb [trusted=yes] file:...)
+#   make lintian         lintian on the packages (Debian trixie's; errors and warnings fail)
+#   make dkms-test       the package installed, upgraded, booted and purged on STOCK=<name>'s suite
+#   make pkg-matrix      the package's rust-loop-build for every kernel of the matrix (no VM)
+#   make matrix          build the module for every kernel of config/kernels.conf (MATRIX=<names>)
+#   make smoke           boot STOCK=<name> and attach, mkfs, fio verify, detach, unload
+#   make arm64-boot      the same on the arm64 kernel: qemu-system-aarch64 (TCG), a debootstrap root
+#   make subset          the reliability subset (tests/reliability.list) on STOCK=<name>
+#   make kernels         the archive's Rust kernels against the matrix
+#   make kernels-table   README's "Supported kernels" table from the matrix and the last results
 #   make fmt | fmtcheck | clippy | clean
 
 KERNEL ?= stock
@@ -28,7 +38,7 @@ MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
 KMAKE = bash scripts/kmake.sh
 
-.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb toolchains
+.PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian dkms-test pkg-matrix toolchains matrix smoke arm64-boot subset kernels kernels-table
 
 all: modules
 
@@ -92,6 +102,40 @@ fstests:
 
 deb:
 	bash scripts/deb.sh
+
+repo:
+	bash scripts/repo.sh
+
+lintian:
+	bash scripts/lintian.sh
+
+dkms-test:
+	bash scripts/dkms-test.sh
+
+pkg-matrix:
+	bash scripts/pkg-matrix.sh
+
+matrix:
+	bash scripts/matrix.sh
+
+smoke:
+	bash scripts/smoke.sh
+
+# The smoke test on Debian's arm64 kernel, cross-built and emulated (docs/testing.md "arm64").
+arm64-boot:
+	bash scripts/arm64-boot.sh
+
+# The reliability subset (tests/reliability.list: data, direct I/O, multi-queue and cgroups,
+# churn, faults, the fuzzer, reload cycles), on the kernel STOCK names (CI: the RT kernel).
+subset:
+	CHECK_STEP=subset CHECK_DKMS=0 FUZZ_ITERS=$${FUZZ_ITERS:-40000} RELOAD_CYCLES=$${RELOAD_CYCLES:-20} \
+		bash scripts/check.sh "$${SUBSET_TESTS:-$$(grep -v '^#' tests/reliability.list | paste -sd'|')}"
+
+kernels:
+	python3 scripts/kernels.py
+
+kernels-table:
+	python3 scripts/kernels_table.py --update
 
 RUSTFMT = bash scripts/kernel.sh >/dev/null && rustfmt --edition 2021 --config-path "$$(bash -c 'source scripts/common.sh; kernel_src')/.rustfmt.toml"
 

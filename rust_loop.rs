@@ -29,53 +29,61 @@ use rust_loop::*;
 
 use device::DeviceSettings;
 use kernel::{bindings, prelude::*};
+use sys::compat::ParamValue;
 
-module! {
-    type: LoopModule,
-    name: "rust_loop",
-    authors: ["rust_loop developers"],
-    description: "Loopback block device in Rust",
-    license: "GPL",
-    alias: ["block-major-7-*", "char-major-10-237", "devname:loop-control"],
-    params: {
-        max_loop: i32 {
-            default: -1,
-            description: "Maximum number of loop devices (-1: create 8 at load, no limit)",
-        },
-        max_part: i32 {
-            default: 0,
-            description: "Maximum number of partitions per loop device",
-        },
-        hw_queue_depth: i32 {
-            default: 128,
-            description: "Requests in flight per device, shared by its hardware queues. Default: 128",
-        },
-        nr_hw_queues: u32 {
-            default: 0,
-            description: "Hardware queues per device, each with its own worker thread: 1 to the number of online CPUs, or 0 for one per online CPU up to 8 (per device: /sys/block/loopN/rust_loop/nr_hw_queues). Default: 0",
-        },
-        nowait_min_stack: u32 {
-            default: 8192,
-            description: "Kernel stack bytes that must remain for queue_rq to submit direct I/O itself (IOCB_NOWAIT); below it the worker submits. Default: 8192",
-        },
-        max_cgroup_workers: u32 {
-            default: 16,
-            description: "Worker threads per device for the commands of non-root blkcgs (one per cgroup, loop.c's per-cgroup workers); past this bound the commands of further cgroups run on the hardware queue's worker, still charged to their cgroup. 0: none. Default: 16",
-        },
-        dontcache: bool {
-            default: false,
-            description: "Cache mode of new devices: buffered backing I/O with IOCB_DONTCACHE (the backing file's page cache drops the data once read or written back), so data is not cached twice, where the backing file system supports it (per device: /sys/block/loopN/rust_loop/cache_mode, normal or dontcache). Default: false",
-        },
-        nowait_max_depth: u32 {
-            default: 1,
-            description: "Requests in flight on a hardware queue from which on queue_rq hands a single submitter's direct I/O to the worker (which submits on another CPU) instead of submitting it itself, and every submitter's from 16 on (or from this value, if larger); 0: always the worker (per device: /sys/block/loopN/rust_loop/nowait_max_depth). Default: 1",
-        },
-        worker_linger_ms: u32 {
-            default: 500,
-            description: "Milliseconds an unbound device's worker threads are kept (up to twice that) for the next binding of the same device number, which then starts no thread; 0: stopped at unbinding. Default: 500",
-        },
-    },
+/// The module, its aliases and parameters; `$flag`/`$off` are the type of an on/off parameter
+/// and its "off" value, which differ between kernels ([`sys::compat::with_flag_param_type`]).
+macro_rules! rust_loop_module {
+    ($flag:ident, $off:tt) => {
+        module! {
+            type: LoopModule,
+            name: "rust_loop",
+            authors: ["rust_loop developers"],
+            description: "Loopback block device in Rust",
+            license: "GPL",
+            alias: ["block-major-7-*", "char-major-10-237", "devname:loop-control"],
+            params: {
+                max_loop: i32 {
+                    default: -1,
+                    description: "Maximum number of loop devices (-1: create 8 at load, no limit)",
+                },
+                max_part: i32 {
+                    default: 0,
+                    description: "Maximum number of partitions per loop device",
+                },
+                hw_queue_depth: i32 {
+                    default: 128,
+                    description: "Requests in flight per device, shared by its hardware queues. Default: 128",
+                },
+                nr_hw_queues: u32 {
+                    default: 0,
+                    description: "Hardware queues per device, each with its own worker thread: 1 to the number of online CPUs, or 0 for one per online CPU up to 8 (per device: /sys/block/loopN/rust_loop/nr_hw_queues). Default: 0",
+                },
+                nowait_min_stack: u32 {
+                    default: 8192,
+                    description: "Kernel stack bytes that must remain for queue_rq to submit direct I/O itself (IOCB_NOWAIT); below it the worker submits. Default: 8192",
+                },
+                max_cgroup_workers: u32 {
+                    default: 16,
+                    description: "Worker threads per device for the commands of non-root blkcgs (one per cgroup, loop.c's per-cgroup workers); past this bound the commands of further cgroups run on the hardware queue's worker, still charged to their cgroup. 0: none. Default: 16",
+                },
+                dontcache: $flag {
+                    default: $off,
+                    description: "Cache mode of new devices: buffered backing I/O with IOCB_DONTCACHE (the backing file's page cache drops the data once read or written back), so data is not cached twice, where the backing file system supports it (per device: /sys/block/loopN/rust_loop/cache_mode, normal or dontcache). Default: false",
+                },
+                nowait_max_depth: u32 {
+                    default: 1,
+                    description: "Requests in flight on a hardware queue from which on queue_rq hands a single submitter's direct I/O to the worker (which submits on another CPU) instead of submitting it itself, and every submitter's from 16 on (or from this value, if larger); 0: always the worker (per device: /sys/block/loopN/rust_loop/nowait_max_depth). Default: 1",
+                },
+                worker_linger_ms: u32 {
+                    default: 500,
+                    description: "Milliseconds an unbound device's worker threads are kept (up to twice that) for the next binding of the same device number, which then starts no thread; 0: stopped at unbinding. Default: 500",
+                },
+            },
+        }
+    };
 }
+sys::compat::with_flag_param_type!(rust_loop_module);
 
 /// Devices created at load time when `max_loop` is not given (`CONFIG_BLK_DEV_LOOP_MIN_COUNT`).
 const DEFAULT_MIN_COUNT: u32 = 8;
@@ -96,9 +104,9 @@ struct LoopModule {
 
 impl kernel::Module for LoopModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        let max_part = module_parameters::max_part.value();
-        let max_loop = module_parameters::max_loop.value();
-        let depth = module_parameters::hw_queue_depth.value();
+        let max_part = module_parameters::max_part.value().get();
+        let max_loop = module_parameters::max_loop.value().get();
+        let depth = module_parameters::hw_queue_depth.value().get();
         if depth < 1 {
             return Err(EINVAL);
         }
@@ -114,7 +122,7 @@ impl kernel::Module for LoopModule {
             return Err(EINVAL);
         }
         let cpus = sys::online_cpus().max(1);
-        let queues = match module_parameters::nr_hw_queues.value() {
+        let queues = match module_parameters::nr_hw_queues.value().get() {
             0 => cpus.min(DEFAULT_MAX_HW_QUEUES),
             n if n > cpus => {
                 pr_info!("nr_hw_queues={} out of range, using {}\n", n, cpus);
@@ -126,10 +134,10 @@ impl kernel::Module for LoopModule {
             part_shift: shift,
             queue_depth: depth as u32,
             nr_hw_queues: queues,
-            nowait_min_stack: module_parameters::nowait_min_stack.value() as usize,
-            nowait_max_depth: module_parameters::nowait_max_depth.value(),
-            dontcache: module_parameters::dontcache.value(),
-            max_cgroup_workers: module_parameters::max_cgroup_workers.value() as usize,
+            nowait_min_stack: module_parameters::nowait_min_stack.value().get() as usize,
+            nowait_max_depth: module_parameters::nowait_max_depth.value().get(),
+            dontcache: sys::compat::Flag::is_on(module_parameters::dontcache.value().get()),
+            max_cgroup_workers: module_parameters::max_cgroup_workers.value().get() as usize,
         };
         let max_loop_limit = if max_loop > 0 { max_loop as u32 } else { 0 };
         // SAFETY: Called once, before any use.
@@ -145,7 +153,7 @@ impl kernel::Module for LoopModule {
         let major = sys::BlockMajor::register(bindings::LOOP_MAJOR, c"loop", devices::probe)?;
         // Last of the steps that can fail: the module's drop destroys it.
         release::open()?;
-        worker_cache::open(reaper, module_parameters::worker_linger_ms.value());
+        worker_cache::open(reaper, module_parameters::worker_linger_ms.value().get());
         let count = if max_loop >= 0 {
             max_loop as u32
         } else {

@@ -25,7 +25,7 @@ impl FixedMinorMisc for LoopControl {
             uapi::LOOP_CTL_ADD => super::devices::add_device(index),
             uapi::LOOP_CTL_REMOVE => super::devices::remove_device(index),
             uapi::LOOP_CTL_GET_FREE => super::devices::get_free_device(),
-            _ => Err(ENOSYS),
+            _ => Err(crate::rust_loop::sys::compat::code::enosys()),
         }?;
         Ok(n as isize)
     }

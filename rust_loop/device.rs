@@ -26,9 +26,9 @@ use super::{
     dispatch::{LoadTracker, SubmissionPolicy},
     stats::DevStats,
     sys::{
-        online_cpus, BackingFile, BlockDevice, DataPathCell, DataPathIdle,
-        DioAlign, Disk, DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request,
-        BLK_FEAT_WRITE_CACHE, BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
+        online_cpus, BackingFile, BlockDevice, DataPathCell, DataPathIdle, DioAlign, Disk,
+        DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE,
+        BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },
 };
 use crate::uapi::{self, loop_config, loop_info64};

@@ -9,6 +9,7 @@ mod bdev;
 mod cgroup;
 mod claims;
 mod clock;
+pub(crate) mod compat;
 mod datapath;
 mod disk;
 mod file;

@@ -107,9 +107,11 @@ VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}
 	status=$?
 [ -z "$host_failures" ] || printf '%s' "$host_failures" >>results/tests/failures
 vm_secs=$((SECONDS - phase_start))
-# The DKMS package as a user installs it (scripts/dkms-test.sh: a trixie root, offline install,
-# DKMS build, the stock kernel booted on it, purge), on the stock kernel: one host-side test.
-if is_stock && [[ "scripts/dkms-install" =~ ${1:-.} ]] && [ "${CHECK_DKMS:-1}" = 1 ]; then
+# The DKMS package as a user installs it (scripts/dkms-test.sh: a root of the kernel's suite,
+# offline install, DKMS build, the kernel booted on it, purge), on a kernel of the matrix whose
+# row runs `package` (config/kernels.conf): one host-side test.
+if is_stock && [[ "scripts/dkms-install" =~ ${1:-.} ]] && [ "${CHECK_DKMS:-1}" = 1 ] &&
+	stock_row && stock_names package | grep -qxF "$STOCK_NAME"; then
 	say "tests: the DKMS package as a user installs it (scripts/dkms-test.sh)"
 	host_test scripts/dkms-install bash -c 'make -s deb >/dev/null && bash scripts/dkms-test.sh'
 fi
@@ -128,5 +130,13 @@ read -r guest_passed _ guest_failed _ guest_skipped _ <<<"$summary"
 summary="$((guest_passed + host_passed)) passed, $((guest_failed + host_failed)) failed, $((${guest_skipped:-0} + host_skipped)) skipped"
 echo "$summary" >results/tests/summary
 [ "$host_failed" = 0 ] || [ "$status" != 0 ] || status=1
+# On a kernel of the matrix, the whole suite's result (or the subset's: CHECK_STEP=subset, make
+# subset) goes to results/matrix/results.tsv, for README's "Supported kernels" table.
+if is_stock && { [ -z "${1:-}" ] || [ -n "${CHECK_STEP:-}" ]; }; then
+	stock_row
+	mkdir -p results/matrix
+	printf '%s\t%s\t%s\t%s\t%s\n' "$STOCK_NAME" "${CHECK_STEP:-suite}" "$([ "$status" = 0 ] && echo ok || echo FAIL)" \
+		"$summary" "$(date +%F)" >>results/matrix/results.tsv
+fi
 echo "$summary"
 exit "$status"

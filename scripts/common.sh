@@ -7,6 +7,8 @@
 #                   or a kernel the project builds: "default" (tinyconfig + config/) or "debug"
 #                   (KASAN, lockdep, UBSAN, ...; scripts/kernel.sh).
 # KDIR              an already-built kernel tree to use instead of the cached one.
+# STOCK             with KERNEL=stock, the kernel of the matrix (config/kernels.conf) to build
+#                   for and boot (default: its first row, Debian's 7.3 amd64 kernel).
 
 set -euo pipefail
 
@@ -21,13 +23,27 @@ export PATH="$HOME/.cargo/bin:$CACHE/venv/bin:$PATH"
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# The config fragments of flavour $1 (default $KERNEL), in the order they are merged:
+# config/kernel.config, then the flavour's base flavours' (a fragment whose first line is
+# "# base: <flavour>" builds on that flavour), then config/kernel-<flavour>.config.
+flavour_fragments() {
+	local f=${1:-$KERNEL} file base
+	file=$ROOT/config/kernel-$f.config
+	base=$(sed -n '1s/^# base: \([a-z0-9-]*\)$/\1/p' "$file" 2>/dev/null)
+	if [ -n "$base" ]; then
+		flavour_fragments "$base"
+	else
+		echo "$ROOT/config/kernel.config"
+	fi
+	echo "$file"
+}
+
 # The kernel tree a flavour builds into (keyed by version, fragment and rustc).
 kernel_key() {
 	local src_ver frag_hash rustc_ver
 	src_ver=$(dpkg-query -W -f='${Version}' "linux-source-$KVER_SERIES" 2>/dev/null) ||
 		die "linux-source-$KVER_SERIES is not installed: run scripts/setup.sh"
-	frag_hash=$(cat "$ROOT/config/kernel.config" "$ROOT/config/kernel-$KERNEL.config" 2>/dev/null |
-		sha256sum | cut -c1-12)
+	frag_hash=$(flavour_fragments | xargs cat 2>/dev/null | sha256sum | cut -c1-12)
 	rustc_ver=$(rustc --version | awk '{print $2}')
 	echo "$src_ver-$KERNEL-$frag_hash-rustc$rustc_ver"
 }
@@ -36,7 +52,7 @@ kernel_key() {
 # ld.lld-19, llvm-*-19) for "debug", since the kernel allows KASAN with Rust only under clang.
 flavour_llvm() {
 	case "$KERNEL" in
-	debug) echo -19 ;;
+	debug | debug-*) echo -19 ;;
 	*) echo "" ;;
 	esac
 }
@@ -54,11 +70,35 @@ kernel_llvm() {
 # True for the flavour built from Debian's stock kernel (KERNEL=stock without KDIR).
 is_stock() { [ "$KERNEL" = stock ] && [ -z "${KDIR:-}" ]; }
 
-# The stock flavour's paths (config/stock.conf pins the kernel): its build root and, inside it,
-# the kernel source and the build tree with the regenerated Rust artefacts.
+# The row of config/kernels.conf (the kernel matrix) named $1 (default: $STOCK, else the first
+# row), as the variables below; dies naming the rows there are when there is no such row.
+#   STOCK_NAME STOCK_SUITE (build root's suite) STOCK_PKGS (the packages' suite) STOCK_ARCH
+#   STOCK_KREL STOCK_DEBVER STOCK_SOURCE STOCK_RUNS, and derived: STOCK_ABI (the release without
+#   its flavour: 7.3.4+deb13) STOCK_FLAVOUR (amd64, cloud-amd64, rt-amd64, arm64)
+#   STOCK_ARCHIVE (Debian's archive)
+stock_row() {
+	local want=${1:-${STOCK:-}} row
+	row=$(awk -v want="$want" '!/^[[:space:]]*(#|$)/ { if (want == "" || $1 == want) { print; exit } }' \
+		"$ROOT/config/kernels.conf")
+	[ -n "$row" ] || die "STOCK=$want: no such kernel in config/kernels.conf (there: $(stock_names | xargs))"
+	read -r STOCK_NAME STOCK_SUITE STOCK_PKGS STOCK_ARCH STOCK_KREL STOCK_DEBVER STOCK_SOURCE STOCK_RUNS <<<"$row"
+	[ -n "$STOCK_RUNS" ] || die "config/kernels.conf: the row of $STOCK_NAME has fewer than 8 columns"
+	STOCK_FLAVOUR=${STOCK_KREL#*-}
+	STOCK_ABI=${STOCK_KREL%-"$STOCK_FLAVOUR"}
+	STOCK_ARCHIVE=${STOCK_ARCHIVE:-http://deb.debian.org/debian}
+}
+
+# The names of the matrix's kernels, in the file's order (those whose runs include $1, if given).
+stock_names() {
+	awk -v run="${1:-}" '!/^[[:space:]]*(#|$)/ { if (run == "" || ("," $8 ",") ~ ("," run ",")) print $1 }' \
+		"$ROOT/config/kernels.conf"
+}
+
+# The stock flavour's paths for the kernel STOCK selects: its build root (one per suite: the
+# toolchain) and, inside it, the kernel source and the build tree with the regenerated Rust
+# artefacts (one per kernel release).
 stock_paths() {
-	# shellcheck source=../config/stock.conf
-	source "$ROOT/config/stock.conf"
+	stock_row
 	STOCK_ROOT=$CACHE/stock/chroot-$STOCK_SUITE
 	STOCK_SRC_IN=/usr/src/rust-loop-source-$STOCK_DEBVER
 	STOCK_KBUILD_IN=/usr/src/rust-loop-kbuild/$STOCK_KREL

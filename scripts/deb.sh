@@ -1,74 +1,135 @@
 #!/usr/bin/env bash
-# Builds the DKMS package, results/deb/rust-loop-dkms_<version>_all.deb (make deb), with plain
-# dpkg-deb from a staged tree (no debhelper). The package's parts are in packaging/dkms/.
+# Builds the Debian source package rust-loop and its binary package rust-loop-dkms (make deb), the
+# Debian way: debian/ with debhelper and dh-dkms, `dpkg-buildpackage -us -uc` in the packaging
+# root (scripts/debroot.sh, Debian trixie), from a copy of the checkout's files. Prints the .deb's
+# path; everything lands in results/deb/:
 #
-#   scripts/deb.sh                 build it; prints the .deb's path
-#   RUST_LOOP_DEB_VERSION=1.2 ...  another version than 0.<number of commits> (0.185 ...)
+#   rust-loop_<version>.dsc, rust-loop_<version>.tar.xz   the native source package
+#   rust-loop-dkms_<version>_all.deb                      the package users install
+#   rust-loop_<version>_amd64.changes, .buildinfo         what lintian and an upload read
 #
-# What the package installs:
-#   /usr/src/rust-loop-<version>/        the module source (Kbuild, rust_loop.rs, rust_loop/, uapi/)
-#                                        and dkms.conf
-#   /usr/lib/rust-loop/rust-loop-build   DKMS's MAKE[0]: checks the toolchain, regenerates the Rust
-#                                        artefacts once per kernel, builds rust_loop.ko
-#   /usr/lib/modprobe.d/rust-loop.conf   `modprobe loop` gives rust_loop (loop.ko as the fallback)
+# The version: the upstream version is the top entry of debian/changelog (a release: one entry
+# per release, naming the kernels it supports). A build of any other commit, or of a checkout with
+# changes, gets a snapshot entry on top in the build's copy:
+# <release>+git<commits since the release's entry>.g<commit>[.dirty], which sorts after the
+# release and before the next one; while the top entry's distribution is UNRELEASED (a release
+# in the making), <release>~git<commits since the entry>.g<commit>[.dirty], before the release.
+#
+#   scripts/deb.sh                     build (a build of the same version and files is reused)
+#   RUST_LOOP_DEB_VERSION=V ...        package as version V, above the one it would get, with a
+#                                      changelog entry of its own (scripts/dkms-test.sh: the upgrade)
+#   RUST_LOOP_DEB_OUT=DIR ...          into DIR instead of results/deb/
+#   scripts/deb.sh version             print the version a build would get, and nothing else
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$ROOT"
-command -v dpkg-deb >/dev/null || die "dpkg-deb not found (package dpkg)"
-pkg=$ROOT/packaging/dkms
+command -v git >/dev/null && git rev-parse --git-dir >/dev/null 2>&1 ||
+	die "scripts/deb.sh builds from a git checkout (an unpacked source package builds with dpkg-buildpackage)"
 
-if [ -n "${RUST_LOOP_DEB_VERSION:-}" ]; then
-	version=$RUST_LOOP_DEB_VERSION
+# The release: the top entry of debian/changelog, and the commit that made it.
+release=$(sed -n '1s/^rust-loop (\([^)]*\)) .*/\1/p' debian/changelog)
+[ -n "$release" ] || die "debian/changelog does not start with a 'rust-loop (VERSION) ...' entry"
+dist=$(sed -n '1s/^rust-loop ([^)]*) \([^;]*\);.*/\1/p' debian/changelog)
+# (The last commit that changed that entry's first line: a release is made by committing it with
+# its distribution, UNRELEASED until then.)
+release_re="^rust-loop [(]$(printf %s "$release" | sed 's/[^A-Za-z0-9]/[&]/g')[)] "
+release_commit=$(git log -1 --format=%H -G"$release_re" -- debian/changelog)
+dirty=
+[ -z "$(git status --porcelain --untracked-files=normal 2>/dev/null | grep -v '^?? results/')" ] || dirty=.dirty
+if [ -n "$release_commit" ]; then
+	since=$(git rev-list --count "$release_commit..HEAD")
 else
-	count=$(git -C "$ROOT" rev-list --count HEAD 2>/dev/null) ||
-		die "not a git checkout: set RUST_LOOP_DEB_VERSION"
-	version=0.$count
+	since=$(git rev-list --count HEAD) # the entry is not committed yet
 fi
-[[ $version =~ ^[0-9][A-Za-z0-9.+~]*$ ]] ||
-	die "version '$version' is not usable for both dpkg and DKMS (digits first; letters, digits, . + ~)"
-
-# The module source: what Kbuild compiles, without build products or the bindgen output.
-srcs=(Kbuild rust_loop.rs)
-while IFS= read -r f; do srcs+=("$f"); done < <(
-	find rust_loop uapi -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) \
-		! -name loop_generated.rs ! -name c_values_generated.rs | sort
-)
-for f in "${srcs[@]}"; do [ -f "$f" ] || die "missing source file $f"; done
-
-out=$ROOT/results/deb
-stage=$(mktemp -d "${TMPDIR:-/tmp}/rust-loop-deb.XXXXXX")
-trap 'rm -rf "$stage"' EXIT
-chmod 0755 "$stage"
-subst() { sed "s/@VERSION@/$version/g" "$1" >"$2"; }
-
-say "deb: staging rust-loop-dkms $version"
-src=$stage/usr/src/rust-loop-$version
-mkdir -p "$src" "$stage/usr/lib/rust-loop" "$stage/usr/lib/modprobe.d" \
-	"$stage/usr/share/doc/rust-loop-dkms" "$stage/DEBIAN"
-for f in "${srcs[@]}"; do install -D -m 0644 "$f" "$src/$f"; done
-subst "$pkg/dkms.conf.in" "$src/dkms.conf"
-install -m 0755 "$pkg/rust-loop-build" "$stage/usr/lib/rust-loop/rust-loop-build"
-install -m 0644 "$pkg/rust-loop.conf" "$stage/usr/lib/modprobe.d/rust-loop.conf"
-install -m 0644 README.md "$stage/usr/share/doc/rust-loop-dkms/README.md"
-printf 'rust_loop, the Linux loop block driver in Rust.\nLicense: GPL-2.0\n' \
-	>"$stage/usr/share/doc/rust-loop-dkms/copyright"
-install -m 0755 "$pkg/preinst" "$pkg/postrm" "$stage/DEBIAN/"
-for s in postinst prerm; do
-	subst "$pkg/$s.in" "$stage/DEBIAN/$s"
-	chmod 0755 "$stage/DEBIAN/$s"
+head=$(git rev-parse --short=12 HEAD)
+commits="$since commit$([ "$since" = 1 ] || echo s)"
+# The build's changelog: as it is for a release; for a snapshot, the top entry (UNRELEASED) gets
+# the snapshot's version and a line saying so, or a new entry goes on top (after a release).
+entry=
+if [ "$dist" = UNRELEASED ]; then
+	version=$release~git$since.g$head$dirty
+	entry=replace
+	note="Snapshot of commit $head, $commits into $release, which is not released yet${dirty:+, with uncommitted changes}."
+elif [ "$since" = 0 ] && [ -n "$release_commit" ] && [ -z "$dirty" ]; then
+	version=$release
+else
+	version=$release+git$since.g$head$dirty
+	entry=add
+	note="Snapshot of commit $head, $commits after $release${dirty:+, with uncommitted changes}."
+fi
+if [ -n "${RUST_LOOP_DEB_VERSION:-}" ]; then
+	bump=$RUST_LOOP_DEB_VERSION
+	dpkg --compare-versions "$bump" gt "$version" ||
+		die "RUST_LOOP_DEB_VERSION=$bump is not above this build's version $version"
+fi
+# Debian's and DKMS's rules at once: a native version (no hyphen), letters, digits, . + ~.
+for v in "$version" ${bump:+"$bump"}; do
+	[[ $v =~ ^[0-9][A-Za-z0-9.+~]*$ ]] ||
+		die "version '$v' is not a native Debian version DKMS can use (a digit first; letters, digits, . + ~)"
 done
-size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
-sed "s/@VERSION@/$version/g; s/@SIZE@/$size/g" "$pkg/control.in" >"$stage/DEBIAN/control"
-for s in preinst postinst prerm postrm; do
-	sh -n "$stage/DEBIAN/$s" || die "syntax error in the $s script"
-done
-bash -n "$stage/usr/lib/rust-loop/rust-loop-build" || die "syntax error in rust-loop-build"
-bash -n "$src/dkms.conf" || die "syntax error in dkms.conf"
+if [ "${1:-}" = version ]; then
+	echo "$version"
+	exit 0
+fi
+version_built=${bump:-$version}
+[ $# = 0 ] || die "usage: scripts/deb.sh [version]"
 
+debroot=$(bash "$ROOT/scripts/debroot.sh") || die "scripts/debroot.sh failed"
+out=${RUST_LOOP_DEB_OUT:-$ROOT/results/deb}
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+[[ $out == "$ROOT"/* ]] || die "RUST_LOOP_DEB_OUT must be inside the project directory (the packaging root sees only that)"
+
+# The build's copy: the checkout's files (tracked, and new ones git does not ignore), as they are
+# in the working tree; it lives in the packaging root, one per checkout.
+build=$debroot/build/$(printf %s "$ROOT" | sha256sum | cut -c1-8)
+src=$build/rust-loop-$version
+rm -rf "$build" && mkdir -p "$src"
+git ls-files -z --cached --others --exclude-standard | grep -zv '^results/' |
+	while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+	tar -cf - --null -T - | tar -xf - -C "$src" || die "copying the checkout into $src failed"
+# (A changelog bullet, wrapped as dch does.)
+bullet() { printf '%s\n' "$1" | fold -s -w 74 | sed 's/ *$//; 1s/^/  * /; 2,$s/^/    /'; }
+maint=$(sed -n 's/^Maintainer: //p' debian/control)
+if [ -z "$dirty" ]; then date=$(git log -1 --format=%aD HEAD); else date=$(date -R); fi
+cl=$src/debian/changelog
+case $entry in
+replace) { printf 'rust-loop (%s) unstable; urgency=medium\n\n' "$version"; bullet "$note"; sed 1,2d debian/changelog; } >"$cl" ;;
+add) { printf 'rust-loop (%s) unstable; urgency=medium\n\n' "$version"; bullet "$note"; printf '\n -- %s  %s\n\n' "$maint" "$date"; cat debian/changelog; } >"$cl" ;;
+esac
+if [ -n "${bump:-}" ]; then
+	{ printf 'rust-loop (%s) unstable; urgency=medium\n\n' "$bump"; bullet "The same source as $version, as version $bump."
+		printf '\n -- %s  %s\n\n' "$maint" "$date"; cat "$cl"; } >"$cl.new"
+	mv "$cl.new" "$cl"
+fi
+version=$version_built
+src_final=$build/rust-loop-$version
+[ "$src" = "$src_final" ] || { mv "$src" "$src_final"; src=$src_final; }
+
+# The same version from the same files is built already: reuse it.
+hash=$(cd "$src" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 deb=$out/rust-loop-dkms_${version}_all.deb
-# Only this version's package stays: dkms-test.sh installs results/deb/rust-loop-dkms_*.deb.
-rm -f "$out"/rust-loop-dkms_*_all.deb
-dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null ||
-	die "dpkg-deb --build failed"
+if [ -f "$deb" ] && [ "$(cat "$out/.source" 2>/dev/null)" = "$version $hash" ]; then
+	say "deb: $(basename "$deb") is built from these files already"
+	rm -rf "$build"
+	echo "$deb"
+	exit 0
+fi
+
+say "deb: dpkg-buildpackage -us -uc for rust-loop $version (in the packaging root)"
+log=$out/build.log
+bash "$ROOT/scripts/debroot.sh" exec bash -c 'cd "$1" && dpkg-buildpackage -us -uc' _ "${src#"$debroot"}" >"$log.new" 2>&1 || {
+	mv "$log.new" "$log"
+	tail -n 30 "$log" >&2
+	die "dpkg-buildpackage failed (log: $log)"
+}
+# Only this build's files stay: scripts/repo.sh publishes what is here.
+rm -f "$out"/rust-loop_* "$out"/rust-loop-dkms_* "$out/.source"
+mv "$log.new" "$log"
+for f in "$build"/rust-loop_"$version"* "$build"/rust-loop-dkms_"$version"_*; do
+	[ -f "$f" ] && mv "$f" "$out/"
+done
+rm -rf "$build"
+[ -f "$deb" ] || die "dpkg-buildpackage made no $(basename "$deb") (log: $log)"
+echo "$version $hash" >"$out/.source"
 say "deb: $deb ($(du -h "$deb" | cut -f1), $(dpkg-deb -c "$deb" | wc -l) entries)"
 echo "$deb"

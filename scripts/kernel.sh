@@ -2,7 +2,9 @@
 # Builds (or finds in the cache) the Rust-enabled 7.3 kernel that rust_loop is built against and
 # booted on, and prints its build directory on stdout.
 #
-#   KERNEL=default|debug   flavour (config/kernel-$KERNEL.config on top of config/kernel.config);
+#   KERNEL=default|debug|debug-rt|irqtime
+#                          flavour (config/kernel-$KERNEL.config on top of config/kernel.config,
+#                          and of its base flavour's if its first line is "# base: <flavour>");
 #                          KERNEL=stock (the default) hands over to scripts/stock.sh
 #   RUST_LOOP_CACHE        cache directory (default ~/.cache/rust-loop)
 #   KDIR                   use this built tree instead (checked, never rebuilt)
@@ -64,14 +66,14 @@ say "kernel: checking the Rust toolchain (make rustavailable)"
 make_k -s rustavailable >&2 ||
 	die "the kernel refuses this Rust toolchain (see above): run scripts/setup.sh, check LIBCLANG_PATH=$LIBCLANG_PATH"
 
-say "kernel: configuring flavour '$KERNEL' (tinyconfig + config/kernel.config + config/kernel-$KERNEL.config)"
+mapfile -t fragments < <(flavour_fragments)
+say "kernel: configuring flavour '$KERNEL' (tinyconfig + $(printf '%s\n' "${fragments[@]}" | sed "s|^$ROOT/||" | paste -sd' '))"
 make_k -s tinyconfig >&2
-"$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" \
-	"$ROOT/config/kernel.config" "$ROOT/config/kernel-$KERNEL.config" >/dev/null
+"$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${fragments[@]}" >/dev/null
 make_k -s olddefconfig >&2
 # Every option the fragments ask for must have stuck (a dropped CONFIG_RUST is the usual surprise).
 # The last assignment of an option wins, as in merge_config.sh.
-bad=$(cat "$ROOT/config/kernel.config" "$ROOT/config/kernel-$KERNEL.config" |
+bad=$(cat "${fragments[@]}" |
 	grep -E '^CONFIG_[A-Z0-9_]+=' | tac | awk -F= '!seen[$1]++' | grep -E '=[ym]$' |
 	while read -r line; do
 		grep -qx "$line" "$out/.config" || echo "$line"

@@ -6,11 +6,12 @@
 #    scripts/stock.sh with apt-get download); kernel build deps; libclang 19; debootstrap and
 #    busybox-static (the stock flavour); guest userspace for the tests.
 #  - rustup's rust-src, bindgen-cli, and virtme-ng in a venv under the cache directory.
+#  - SETUP_ARM64=1 (make arm64-boot): qemu-system-arm from bookworm-backports, as qemu-system-x86
+#    (the two share qemu-system-common, so their versions must match).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 [ "$(id -u)" = 0 ] || die "scripts/setup.sh must run as root (it installs Debian packages)"
 command -v apt-get >/dev/null || die "apt-get not found: rust_loop's set-up expects Debian bookworm"
-command -v rustup >/dev/null || die "rustup not found in PATH or ~/.cargo/bin: install rustup (rustc >= 1.78)"
 
 APT_PKGS=(
 	# kernel build
@@ -59,6 +60,10 @@ Pin: release n=trixie-backports
 Pin-Priority: 500
 "
 changed=0
+# (A minimal machine may lack the directories: apt reads them when they are there.)
+for d in "$(dirname "$sources")" "$(dirname "$pins")"; do
+	mkdir -p "$d" || die "cannot make $d (read-only root?)"
+done
 if ! printf '%s' "$want_sources" | cmp -s - "$sources"; then
 	say "apt: adding bookworm-backports and trixie-backports ($sources)"
 	printf '%s' "$want_sources" >"$sources"
@@ -74,9 +79,16 @@ missing=()
 for p in "${APT_PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-qemu_ver=$(dpkg-query -W -f='${Version}' qemu-system-x86 2>/dev/null || true)
-need_qemu=1
-case "$qemu_ver" in 1:1[0-9]*) need_qemu=0 ;; esac
+# QEMU 10 from bookworm-backports: x86, and arm (qemu-system-aarch64) for make arm64-boot.
+QEMU_PKGS=(qemu-system-x86)
+[ "${SETUP_ARM64:-0}" != 1 ] || QEMU_PKGS+=(qemu-system-arm)
+need_qemu=0
+for p in "${QEMU_PKGS[@]}"; do
+	case "$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)" in
+	1:1[0-9]*) ;;
+	*) need_qemu=1 ;;
+	esac
+done
 
 if [ ${#missing[@]} -gt 0 ] || [ $need_qemu = 1 ]; then
 	if [ $changed = 1 ] || [ ! -f /var/lib/apt/periodic/rust-loop-updated ]; then
@@ -90,10 +102,10 @@ if [ ${#missing[@]} -gt 0 ] || [ $need_qemu = 1 ]; then
 			die "apt-get install failed for: ${missing[*]} (see the apt output above)"
 	fi
 	if [ $need_qemu = 1 ]; then
-		say "apt-get install -t bookworm-backports qemu-system-x86 (qemu 10)"
+		say "apt-get install -t bookworm-backports ${QEMU_PKGS[*]} (qemu 10)"
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-			-t bookworm-backports qemu-system-x86 ||
-			die "installing qemu-system-x86 from bookworm-backports failed (see the apt output above)"
+			-t bookworm-backports "${QEMU_PKGS[@]}" ||
+			die "installing ${QEMU_PKGS[*]} from bookworm-backports failed (see the apt output above)"
 	fi
 fi
 if [ $project = 1 ]; then
@@ -103,11 +115,20 @@ if [ $project = 1 ]; then
 		die "libclang not found in LIBCLANG_PATH=$LIBCLANG_PATH: install libclang-19-dev"
 fi
 
-for c in rust-src rustfmt clippy; do
-	rustup component list --installed 2>/dev/null | grep -q "^$c" && continue
-	say "rustup component add $c"
-	rustup component add "$c" || die "rustup component add $c failed"
-done
+# rustup: the project's kernels and toolchain build with its rustc; the stock flavour's toolchain
+# is Debian's, in its build root, so a machine without rustup (no ~/.cargo) still runs make run
+# and make check.
+if command -v rustup >/dev/null; then
+	for c in rust-src rustfmt clippy; do
+		rustup component list --installed 2>/dev/null | grep -q "^$c" && continue
+		say "rustup component add $c"
+		rustup component add "$c" || die "rustup component add $c failed"
+	done
+elif [ $project = 1 ]; then
+	die "rustup not found in PATH or ~/.cargo/bin: install rustup (rustc >= 1.78): KERNEL=default|debug and make toolchains build with its toolchain"
+else
+	say "rustup not found: its components (rust-src, rustfmt, clippy) are left out; the stock kernel's build does not use them (KERNEL=default|debug, make toolchains and make fmt do)"
+fi
 if [ $project = 1 ] && ! command -v bindgen >/dev/null; then
 	say "cargo install --locked bindgen-cli (a few minutes)"
 	cargo install --locked bindgen-cli || die "cargo install bindgen-cli failed"

@@ -4,6 +4,8 @@
 #
 #   scripts/vm.sh [--disk FILE]... [--rwdir DIR]... [--mem SIZE] -- COMMAND...
 #
+#   --disk FILE        a raw disk image, /dev/vda for the first, /dev/vdb for the second, ...
+#
 #   RUST_LOOP_KVM=1    use /dev/kvm (off by default: guests hang under KVM on our machines)
 #   VM_CPUS, VM_MEM    guest size (default 2 CPUs, 4G)
 #   VM_DEBUG_ALLOC=1   boot with the allocator's checks on (what Debian's kernel has built in
@@ -46,7 +48,16 @@ if is_stock; then
 fi
 # A large kernel log: a hang's task dump (sysrq-w, hundreds of blocked kworkers) must not
 # overwrite what came before it.
-args=(--run "$boot" --force-9p --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
+args=(--run "$boot" --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
+# The host's root reaches the guest over 9p, or over virtio-fs for a kernel without 9p (Debian's
+# cloud flavour): virtiofsd, which bookworm lacks, is run from the stock build root's Debian
+# (its own loader and libraries; scripts/stock.sh virtiofsd).
+if is_stock && ! grep -qE '^CONFIG_NET_9P=[ym]' "$(dirname "$boot")/../lib/modules/$(basename "$boot" | sed 's/^vmlinuz-//')/config" 2>/dev/null; then
+	PATH="$(bash "$ROOT/scripts/stock.sh" virtiofsd):$PATH"
+	say "vm: the kernel has no 9p: sharing the root over virtio-fs"
+else
+	args+=(--force-9p)
+fi
 if [ "${VM_DEBUG_ALLOC:-0}" = 1 ]; then
 	args+=(--append "slub_debug=FZPU kfence.sample_interval=1 page_poison=1 init_on_free=1")
 fi
@@ -55,9 +66,21 @@ if [ "${RUST_LOOP_KVM:-0}" = 1 ]; then
 else
 	args+=(--disable-kvm)
 fi
-[ -z "${VM_QEMU_OPTS:-}" ] || args+=(--qemu-opts "$VM_QEMU_OPTS")
+[ -z "${VM_QEMU_OPTS:-}" ] || args+=("--qemu-opts=$VM_QEMU_OPTS")
 for d in "${rwdirs[@]}"; do args+=(--rwdir "$d"); done
-for d in "${disks[@]}"; do args+=(--disk "$d"); done
+# The disks, /dev/vda, /dev/vdb, ... in the guest (virtio-blk, in order), are raw images attached
+# with their format named: virtme-ng's --disk names none, and QEMU then probes each image, warns
+# ("Image format was not specified for ... and probing guessed raw") and refuses writes to its
+# first block that would make it look like another format.
+qemu_disks=
+for i in "${!disks[@]}"; do
+	d=$(realpath -m -- "${disks[$i]}")
+	[ -f "$d" ] || [ -b "$d" ] || die "vm: --disk ${disks[$i]}: no such image"
+	[[ $d != *[,=[:space:]]* ]] || die "vm: --disk $d: the path cannot contain ',', '=' or white space (QEMU's option syntax)"
+	qemu_disks+=" -drive if=none,id=rl-disk$i,file=$d,format=raw -device virtio-blk-pci,drive=rl-disk$i,serial=rl-disk$i"
+done
+# (--qemu-opts=VALUE: vng's parser takes a separate "-drive ..." for its own option -d.)
+[ -z "$qemu_disks" ] || args+=("--qemu-opts=${qemu_disks# }")
 
 # The command's status travels through a file: the console may lose it. A second file tells
 # that the guest came up and started the command.

@@ -39,7 +39,7 @@ impl LoopDevice {
             && self.state() == State::Bound
             && !self.dontcache_capable.load(Ordering::Relaxed)
         {
-            return Err(EOPNOTSUPP);
+            return Err(crate::rust_loop::sys::compat::code::eopnotsupp());
         }
         self.dontcache_on.store(dontcache, Ordering::Relaxed);
         Ok(())

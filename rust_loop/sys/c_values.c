@@ -27,6 +27,8 @@
 #include <linux/statfs.h>
 #include <linux/uio.h>
 
+#include "compat_generated.h"
+
 /* Markers in the assembly: "->SIZE struct value", "->OFFSET struct field value",
  * "->CONST name value". */
 #define MARK(text, val) asm volatile("\n.ascii \"->" text " %0\"" : : "i"((long)(val)))
@@ -53,7 +55,11 @@ void rust_loop_c_values(void)
 	SIZE(bvec_iter);
 	OFFSET(bvec_iter, bi_size);
 	OFFSET(bvec_iter, bi_idx);
+#ifdef RUST_LOOP_HAS_BVEC_ITER_BI_OFFSET
 	OFFSET(bvec_iter, bi_offset);
+#else
+	OFFSET(bvec_iter, bi_bvec_done);
+#endif
 	SIZE(request_queue);
 	OFFSET(request_queue, queuedata);
 	OFFSET(request_queue, limits);

@@ -133,7 +133,7 @@ impl<T: DiskOps> Disk<T> {
         ioctl: Some(Self::ioctl_callback),
         compat_ioctl: Some(Self::compat_ioctl_callback),
         free_disk: Some(Self::free_disk_callback),
-        owner: <T::Module as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+        owner: super::compat::this_module::<T::Module>(),
         // SAFETY: All-zero is a valid `block_device_operations` (every callback absent).
         ..unsafe { core::mem::zeroed() }
     };

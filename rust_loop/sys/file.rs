@@ -440,7 +440,7 @@ impl BackingFile {
             .unwrap_or(buf.len() - start);
         buf.copy_within(start..start + n, 0);
         if n + 1 >= buf.len() {
-            return Err(ENAMETOOLONG);
+            return Err(super::compat::code::enametoolong());
         }
         buf[n] = b'\n';
         buf[n + 1] = 0;

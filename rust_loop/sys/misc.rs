@@ -43,7 +43,7 @@ unsafe impl<T: FixedMinorMisc> Sync for MiscRegistration<T> {}
 
 impl<T: FixedMinorMisc> MiscRegistration<T> {
     const FOPS: bindings::file_operations = bindings::file_operations {
-        owner: <T::Module as kernel::ModuleMetadata>::THIS_MODULE.as_ptr(),
+        owner: super::compat::this_module::<T::Module>(),
         open: Some(bindings::nonseekable_open),
         llseek: Some(bindings::noop_llseek),
         unlocked_ioctl: Some(Self::ioctl_callback),

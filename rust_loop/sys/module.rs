@@ -26,7 +26,7 @@ impl ModuleRef {
     /// Takes a reference on the module `M`. The caller runs inside one of its callbacks (the
     /// module is live).
     pub(crate) fn get<M: kernel::ModuleMetadata>() -> Self {
-        let module = M::THIS_MODULE.as_ptr();
+        let module = super::compat::this_module::<M>();
         // SAFETY: The module is live while its code runs.
         unsafe { bindings::__module_get(module) };
         // INVARIANT: taken just now.

@@ -400,7 +400,7 @@ impl<'a> Bio<'a> {
         let it = self.iter();
         // SAFETY: `bi_idx` indexes the bio's own bvec table.
         let first = unsafe { (*self.as_raw()).bi_io_vec.add(it.bi_idx as usize) };
-        (first, it.bi_offset as usize)
+        (first, super::compat::bvec_iter_offset(&it) as usize)
     }
 }
 
@@ -420,15 +420,15 @@ impl Iterator for BvecIter<'_> {
         }
         // SAFETY: While `bi_size` is non-zero, `bi_idx` indexes a valid entry of the bio's table.
         let bv = unsafe { *self.table.add(self.iter.bi_idx as usize) };
-        let done = self.iter.bi_offset;
+        let done = super::compat::bvec_iter_offset(&self.iter);
         let len = (bv.bv_len - done).min(self.iter.bi_size);
         // `bvec_iter_advance_single`.
         self.iter.bi_size -= len;
         if done + len == bv.bv_len {
             self.iter.bi_idx += 1;
-            self.iter.bi_offset = 0;
+            super::compat::set_bvec_iter_offset(&mut self.iter, 0);
         } else {
-            self.iter.bi_offset = done + len;
+            super::compat::set_bvec_iter_offset(&mut self.iter, done + len);
         }
         Some(bindings::bio_vec {
             bv_page: bv.bv_page,

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Debian's archive, read as apt reads it, without the host's apt: the kernel matrix's packages
+come from several suites (trixie-backports, forky, sid) and architectures (amd64, arm64) that the
+host's apt sources do not have, and should not need.
+
+    debian_archive.py fetch SUITE ARCH DEST PKG=VERSION...
+        Downloads each package at exactly that version into DEST (kept if already there and
+        intact) and prints the paths. Dies, naming the versions the suite has, when one is gone.
+    debian_archive.py versions SUITE ARCH REGEX
+        Prints "package version" for every package of the suite whose name matches REGEX.
+    debian_archive.py config SUITE ARCH PKG=VERSION
+        Prints the .config of a linux-headers package (downloaded into the cache).
+
+The suite's InRelease is checked with gpgv against Debian's archive keyring, the Packages index
+against the hash InRelease gives, and each package against the hash the index gives. Indexes are
+cached under $RUST_LOOP_CACHE/stock/archive/<suite>/ and fetched again when a pinned version is
+not in the cached one (or when older than a day, for `versions`).
+
+ARCHIVE (default http://deb.debian.org/debian) and KEYRING
+(/usr/share/keyrings/debian-archive-keyring.gpg) may be set in the environment.
+"""
+import hashlib
+import lzma
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ARCHIVE = os.environ.get("ARCHIVE", "http://deb.debian.org/debian").rstrip("/")
+KEYRING = os.environ.get("KEYRING", "/usr/share/keyrings/debian-archive-keyring.gpg")
+CACHE = os.path.join(os.environ.get("RUST_LOOP_CACHE", os.path.expanduser("~/.cache/rust-loop")),
+                     "stock", "archive")
+
+
+def die(msg):
+    print(f"error: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=120) as r:
+            return r.read()
+    except OSError as e:
+        die(f"cannot fetch {url}: {e}")
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def release_hashes(suite):
+    """The signed InRelease's SHA256 list: {path: (hash, size)}."""
+    raw = get(f"{ARCHIVE}/dists/{suite}/InRelease")
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(raw)
+        f.flush()
+        p = subprocess.run(["gpgv", "--keyring", KEYRING, f.name], capture_output=True)
+        if p.returncode != 0:
+            die(f"{suite}'s InRelease does not verify against {KEYRING}: "
+                f"{p.stderr.decode(errors='replace').strip()[-300:]}")
+    text = raw.decode(errors="replace")
+    hashes, inside = {}, False
+    for line in text.splitlines():
+        if line.startswith("SHA256:"):
+            inside = True
+            continue
+        if inside:
+            if not line.startswith(" "):
+                inside = False
+                continue
+            h, size, path = line.split()
+            hashes[path] = (h, int(size))
+    return hashes
+
+
+def index(suite, arch, refresh=False, max_age=None):
+    """The suite's Packages index for arch (a list of dicts), cached and verified."""
+    d = os.path.join(CACHE, suite)
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"Packages-{arch}")
+    stale = max_age is not None and os.path.exists(path) and \
+        time.time() - os.path.getmtime(path) > max_age
+    if refresh or stale or not os.path.exists(path):
+        rel = f"main/binary-{arch}/Packages.xz"
+        hashes = release_hashes(suite)
+        if rel not in hashes:
+            die(f"{suite} has no {rel}")
+        data = get(f"{ARCHIVE}/dists/{suite}/{rel}")
+        if sha256(data) != hashes[rel][0]:
+            die(f"{suite}'s {rel} does not match its InRelease hash")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(lzma.decompress(data))
+        os.replace(tmp, path)
+    entries, cur = [], {}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                if cur:
+                    entries.append(cur)
+                cur = {}
+            elif not line[0].isspace() and ":" in line:
+                k, v = line.split(":", 1)
+                if k in ("Package", "Version", "Architecture", "Filename", "SHA256", "Depends"):
+                    cur[k] = v.strip()
+    if cur:
+        entries.append(cur)
+    return entries
+
+
+def find(entries, pkg, ver, arch):
+    for e in entries:
+        if e.get("Package") == pkg and e.get("Version") == ver and \
+                e.get("Architecture") in (arch, "all"):
+            return e
+    return None
+
+
+def fetch(suite, arch, dest, specs):
+    os.makedirs(dest, exist_ok=True)
+    entries = index(suite, arch)
+    out = []
+    for spec in specs:
+        pkg, _, ver = spec.partition("=")
+        e = find(entries, pkg, ver, arch)
+        if e is None:
+            entries = index(suite, arch, refresh=True)
+            e = find(entries, pkg, ver, arch)
+        if e is None:
+            have = sorted({x["Version"] for x in entries if x.get("Package") == pkg})
+            die(f"{pkg}={ver} ({arch}) is not in {suite} any more (it has: "
+                f"{', '.join(have) or 'none'}): pin another version in config/kernels.conf "
+                f"(scripts/kernels.sh lists the archive's kernels)")
+        target = os.path.join(dest, os.path.basename(e["Filename"]))
+        ok = False
+        if os.path.exists(target):
+            with open(target, "rb") as f:
+                ok = sha256(f.read()) == e["SHA256"]
+        if not ok:
+            print(f"==> downloading {pkg}={ver} ({arch}) from {suite}", file=sys.stderr)
+            data = get(f"{ARCHIVE}/{e['Filename']}")
+            if sha256(data) != e["SHA256"]:
+                die(f"{e['Filename']} does not match the hash of {suite}'s index")
+            with open(target + ".tmp", "wb") as f:
+                f.write(data)
+            os.replace(target + ".tmp", target)
+        out.append(target)
+    print("\n".join(out))
+
+
+def versions(suite, arch, regex):
+    rx = re.compile(regex)
+    for e in index(suite, arch, max_age=86400):
+        if rx.search(e.get("Package", "")):
+            print(e["Package"], e["Version"])
+
+
+def config_text(suite, arch, spec):
+    """The .config of linux-headers package spec (PKG=VERSION), cached."""
+    pkg, _, ver = spec.partition("=")
+    dest = os.path.join(CACHE, suite, "headers")
+    os.makedirs(dest, exist_ok=True)
+    cfg = os.path.join(dest, f"{pkg}_{ver}.config")
+    if not os.path.exists(cfg):
+        entries = index(suite, arch, max_age=86400)
+        if find(entries, pkg, ver, arch) is None:
+            entries = index(suite, arch, refresh=True)
+        e = find(entries, pkg, ver, arch)
+        if e is None:
+            die(f"{pkg}={ver} is not in {suite}")
+        data = get(f"{ARCHIVE}/{e['Filename']}")
+        if sha256(data) != e["SHA256"]:
+            die(f"{e['Filename']} does not match the hash of {suite}'s index")
+        with tempfile.TemporaryDirectory() as t:
+            deb = os.path.join(t, "h.deb")
+            with open(deb, "wb") as f:
+                f.write(data)
+            tar = subprocess.run(["dpkg-deb", "--fsys-tarfile", deb], capture_output=True,
+                                 check=True).stdout
+            p = subprocess.run(["tar", "-xO", "--wildcards", "*/.config"], input=tar,
+                               capture_output=True)
+            if p.returncode != 0 or not p.stdout:
+                die(f"no .config in {pkg}={ver}")
+            with open(cfg + ".tmp", "wb") as f:
+                f.write(p.stdout)
+            os.replace(cfg + ".tmp", cfg)
+    with open(cfg) as f:
+        return f.read()
+
+
+def main(argv):
+    if len(argv) >= 5 and argv[1] == "fetch":
+        fetch(argv[2], argv[3], argv[4], argv[5:])
+    elif len(argv) == 5 and argv[1] == "versions":
+        versions(argv[2], argv[3], argv[4])
+    elif len(argv) == 5 and argv[1] == "config":
+        sys.stdout.write(config_text(argv[2], argv[3], argv[4]))
+    else:
+        die(__doc__.strip().split("\n\n")[1])
+
+
+if __name__ == "__main__":
+    main(sys.argv)
