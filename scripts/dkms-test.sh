@@ -184,6 +184,13 @@ if [ "$pkgs" != "$suite" ]; then
 else
 	rm -f "$uroot/etc/apt/sources.list.d/backports.list"
 fi
+# An archive whose suite's Release has expired (its Valid-Until passed: forky's and sid's as this
+# machine's mirror serves them, a month old) is still used: apt would refuse it, and the test is
+# about the package, not the mirror's freshness. Signatures are still checked.
+cat >"$uroot/etc/apt/apt.conf.d/99rust-loop-test" <<'EOF'
+// scripts/dkms-test.sh: a mirror serving an expired Release (Valid-Until past) is still used.
+Acquire::Check-Valid-Until "false";
+EOF
 # A user's rust-loop-dkms from an earlier run goes first (the VM phase purges it; a failed run may not).
 if uexec dpkg-query -W -f='${db:Status-Abbrev}' rust-loop-dkms 2>/dev/null | grep -q '^[^u]'; then
 	say "dkms-test: purging the rust-loop-dkms an earlier run left in the root"
