@@ -31,10 +31,15 @@
 //! 10. a read that would update atime (`nowait_skip_atime`;
 //!     `dio/t_dio_guard_atime_goes_to_worker`);
 //! 11. a backing super block without its direct-I/O completion workqueue yet (the worker's
-//!     first submission creates it; lockdep on the debug kernel).
+//!     first submission creates it; lockdep on the debug kernel);
+//! 12. a block device below the backing file that takes no `REQ_NOWAIT` bio (dm-crypt,
+//!     dm-thin, dm-flakey, dm-log-writes, ...: the block layer fails such a bio with
+//!     `-EOPNOTSUPP`) (`nowait_skip_bdev`; `dio/t_dio_nowait_device_without_nowait`).
 //!
 //! The submission itself (`io::try_nowait`) adds the last two guards: `PF_MEMALLOC_NOIO`
-//! and the task's deferred-bio list taken for its duration (`nowait_undeferred`).
+//! and the task's deferred-bio list taken for its duration (`nowait_undeferred`). A NOWAIT
+//! submission refused with `-EAGAIN`, or with `-EOPNOTSUPP` (the device below swapped for one
+//! without `REQ_NOWAIT` after guard 12 looked), goes to the worker ([`SubmissionPolicy::nowait_end`]).
 
 use super::{
     backing::IoState,
@@ -277,7 +282,8 @@ impl SubmissionPolicy {
     /// to the wrong cgroup); it is a write to a regular file within a steering window
     /// ([`WriteSteering`]: allocating writes keep returning `-EAGAIN`, and trying them first
     /// only costs), or one that must first update the file's timestamps; a read that would
-    /// update atime; or the backing super block has no direct-I/O completion workqueue yet.
+    /// update atime; the backing super block has no direct-I/O completion workqueue yet; or
+    /// the block device below the backing file takes no `REQ_NOWAIT` bio.
     pub(crate) fn route<D: DiskOps>(
         &self,
         stats: &DevStats,
@@ -370,6 +376,10 @@ impl SubmissionPolicy {
             // device reads metadata through `queue_rq`).
             return skipped(&stats.nowait_skip_atime);
         }
+        if !io.file.bdev_nowait() {
+            // The block layer would fail the backing bios with `BLK_STS_NOTSUPP`.
+            return skipped(&stats.nowait_skip_bdev);
+        }
         if io.file_is_reg && !io.file.has_dio_completion_wq() {
             // The super block's first asynchronous direct I/O creates its completion
             // workqueue (`wq_pool_mutex`, reclaim): not inside `queue_rq`'s SRCU read section,
@@ -417,9 +427,10 @@ impl SubmissionPolicy {
             }
     }
 
-    /// The end of a NOWAIT submission, refused at once (`ret` `-EAGAIN`) or completed (`ret`
-    /// its result): a refusal goes to the worker, and refused writes in a row start a steering
-    /// window ([`WriteSteering`]).
+    /// The end of a NOWAIT submission, refused (`ret` `-EAGAIN`, or `-EOPNOTSUPP`: a block
+    /// device below that takes no `REQ_NOWAIT` bio, as io_uring also retries) or completed
+    /// (`ret` its result): a refusal goes to the worker, and refused writes in a row start a
+    /// steering window ([`WriteSteering`]).
     pub(crate) fn nowait_end<D: DiskOps>(
         &self,
         stats: &DevStats,
@@ -427,7 +438,7 @@ impl SubmissionPolicy {
         ret: isize,
     ) -> NowaitEnd {
         let is_write = rq.op() == ReqOp::Write;
-        if ret == EAGAIN {
+        if ret == EAGAIN || ret == EOPNOTSUPP {
             stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
             if is_write {
                 self.steering.refused();
@@ -466,6 +477,8 @@ impl SubmissionPolicy {
 
 /// `-EAGAIN`, as a kiocb's result.
 const EAGAIN: isize = -(kernel::bindings::EAGAIN as isize);
+/// `-EOPNOTSUPP`, as a kiocb's result.
+const EOPNOTSUPP: isize = -(kernel::bindings::EOPNOTSUPP as isize);
 
 /// Steers writes away from the NOWAIT path while the backing file keeps refusing them.
 struct WriteSteering {

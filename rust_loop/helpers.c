@@ -173,6 +173,26 @@ bool rust_loop_file_sb_has_dio_wq(struct file *file)
 }
 
 /*
+ * Whether the block device the file's direct I/O goes to takes REQ_NOWAIT bios
+ * (BLK_FEAT_NOWAIT): that of its super block, or the device itself for a block device file;
+ * true for a file system without one. submit_bio_noacct() fails a REQ_NOWAIT bio to a device
+ * without it (dm-crypt, dm-thin, dm-snapshot, dm-flakey, dm-log-writes, ...) with
+ * BLK_STS_NOTSUPP, so a NOWAIT direct I/O on such a file ends with -EOPNOTSUPP. A prediction: a
+ * device-mapper table can be swapped at any time (the caller retries on -EOPNOTSUPP).
+ */
+bool rust_loop_file_bdev_nowait(struct file *file)
+{
+	struct inode *inode = file->f_mapping->host;
+	struct block_device *bdev;
+
+	if (S_ISBLK(inode->i_mode))
+		bdev = I_BDEV(inode);
+	else
+		bdev = file_inode(file)->i_sb->s_bdev;
+	return !bdev || bdev_nowait(bdev);
+}
+
+/*
  * The backing file's change cookie: its i_version where the file system keeps one (xfs, ext4,
  * btrfs, tmpfs; for a file on overlayfs, that of the real file below), 0 where it does not. Marks the value queried, so that the next change to the
  * file's data or metadata gives a new value.

@@ -26,6 +26,7 @@ unsigned long rust_loop_statfs_bsize(struct file *file);
 bool rust_loop_file_cmtime_update_blocks(struct file *file);
 bool rust_loop_file_atime_update_blocks(struct file *file);
 bool rust_loop_file_sb_has_dio_wq(struct file *file);
+bool rust_loop_file_bdev_nowait(struct file *file);
 u64 rust_loop_file_change_cookie(struct file *file);
 bool rust_loop_disk_part_scan_pending(struct gendisk *disk);
 void rust_loop_disk_cancel_part_scan(struct gendisk *disk);

@@ -31,7 +31,8 @@ macro_rules! counters {
 counters! {
     /// Requests completed by the NOWAIT path.
     nowait_completions: AtomicU64,
-    /// NOWAIT attempts that fell back to the worker.
+    /// NOWAIT attempts that fell back to the worker (refused with `-EAGAIN`, or `-EOPNOTSUPP`
+    /// from a block device below without `REQ_NOWAIT`).
     nowait_eagain: AtomicU64,
     /// Commands run by the worker.
     worker_submissions: AtomicU64,
@@ -68,6 +69,8 @@ counters! {
     nowait_skip_cmtime: AtomicU64,
     /// NOWAIT skipped: a read that would first update the file's atime.
     nowait_skip_atime: AtomicU64,
+    /// NOWAIT skipped: the block device below the backing file takes no `REQ_NOWAIT` bio.
+    nowait_skip_bdev: AtomicU64,
     /// NOWAIT skipped: the submitter, or the submitters together, keep a deep queue on the
     /// hardware queue (see `dispatch::QueueLoad`), or the device's
     /// `nowait_max_depth` is 0.

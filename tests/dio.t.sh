@@ -260,6 +260,65 @@ t_dio_nowait_fs_allowlist() {
 	losetup -d "$lower"
 }
 
+# A block device below the backing file system that takes no REQ_NOWAIT bio (dm-flakey here;
+# dm-crypt, dm-thin, dm-snapshot alike): the block layer fails a NOWAIT bio to it with
+# BLK_STS_NOTSUPP. rust_loop ended the loop request with that ("operation not supported" on every
+# direct-I/O read and write over a file on such a device; found by the crash tests, whose backing
+# file system is on dm-flakey over dm-log-writes). Now the guard sends those requests to the
+# worker (nowait_skip_bdev), also after the device-mapper table is swapped under a bound device,
+# and a NOWAIT submission that gets -EOPNOTSUPP all the same (a file of an XFS realtime device
+# without REQ_NOWAIT: the guard looks at the data device) is retried by the worker
+# (nowait_eagain). fio verifies the data each time. loop.c, which never submits NOWAIT, passes it
+# too (TEST_DRIVER=loop).
+nw_cleanup() {
+	cleanup_loops
+	! mountpoint -q "$T/nw" || wait_for 10 umount "$T/nw" || umount -l "$T/nw"
+	local d
+	for d in tnw-data tnw-rt; do
+		! dmsetup info "$d" >/dev/null 2>&1 || wait_for 10 dmsetup remove "$d" || echo "cannot remove $d" >&2
+	done
+}
+t_dio_nowait_device_without_nowait() {
+	load_rust_loop
+	modprobe dm-flakey || fail "modprobe dm-flakey failed"
+	trap nw_cleanup EXIT
+	nw_cleanup
+	local half dev dev_rt skip eagain
+	half=$(($(blockdev --getsz "$SCRATCH_DEV") / 2))
+	dmsetup create tnw-data --table "0 $half linear $SCRATCH_DEV 0" || fail "dm-linear failed"
+	dmsetup create tnw-rt --table "0 $half flakey $SCRATCH_DEV $half 180 0" || fail "dm-flakey failed"
+	mkfs.xfs -q -f -r rtdev=/dev/mapper/tnw-rt /dev/mapper/tnw-data || fail "mkfs.xfs with a realtime device failed"
+	mkdir -p "$T/nw"
+	mount -o rtdev=/dev/mapper/tnw-rt /dev/mapper/tnw-data "$T/nw" || fail "mounting it failed"
+	fallocate -l 64M "$T/nw/img"
+	# A realtime file: its data on the realtime device (dm-flakey).
+	xfs_io -f -c "chattr +r" "$T/nw/rtimg" && fallocate -l 64M "$T/nw/rtimg" || fail "a realtime file failed"
+	dev=$(dio_attach "$T/nw/img")
+	dev_rt=$(dio_attach "$T/nw/rtimg")
+	# 1. The data device takes NOWAIT bios (dm-linear): the NOWAIT path serves the file's.
+	fio_verify "$dev" --rw=randwrite --bs=4k --size=4M --iodepth=1
+	! is_rust || [ "$(stat_of "$dev" nowait_completions)" -gt 0 ] || fail "no NOWAIT completion over dm-linear"
+	# 2. The realtime file: NOWAIT attempts get -EOPNOTSUPP and are retried by the worker.
+	fio_verify "$dev_rt" --rw=randwrite --bs=4k --size=4M --iodepth=1
+	if is_rust; then
+		eagain=$(stat_of "$dev_rt" nowait_eagain)
+		log "realtime file: nowait_eagain $eagain, worker_submissions $(stat_of "$dev_rt" worker_submissions)"
+		[ "$eagain" -gt 0 ] || fail "no NOWAIT attempt was refused on the realtime device"
+	fi
+	# 3. The data device's table swapped for dm-flakey (no REQ_NOWAIT) under the bound device.
+	dmsetup suspend --nolockfs tnw-data && dmsetup load tnw-data --table "0 $half flakey $SCRATCH_DEV 0 180 0" &&
+		dmsetup resume tnw-data || fail "swapping the table failed"
+	is_rust && skip=$(stat_of "$dev" nowait_skip_bdev)
+	fio_verify "$dev" --rw=randrw --bs=4k --size=4M --iodepth=1
+	if is_rust; then
+		log "after the swap: nowait_skip_bdev $skip -> $(stat_of "$dev" nowait_skip_bdev)"
+		[ "$(stat_of "$dev" nowait_skip_bdev)" -gt "$skip" ] || fail "the guard did not see the device without REQ_NOWAIT"
+	fi
+	! dmesg | grep -q "operation not supported error, dev loop" || fail "a loop request ended with 'operation not supported'"
+	detach "$dev"
+	detach "$dev_rt"
+}
+
 # A single task that keeps a deep queue is handed to the worker (which submits on another CPU
 # while the task prepares its next requests); one that waits for each request stays on
 # queue_rq's NOWAIT path, but for a probe every 256 requests. nowait_max_depth (per device,

@@ -47,6 +47,7 @@ extern "C" {
     fn rust_loop_file_cmtime_update_blocks(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_atime_update_blocks(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_sb_has_dio_wq(file: *mut core::ffi::c_void) -> bool;
+    fn rust_loop_file_bdev_nowait(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_change_cookie(file: *mut core::ffi::c_void) -> u64;
     fn rust_loop_file_supports_dontcache(file: *mut core::ffi::c_void) -> bool;
     fn rust_loop_file_fs_type(file: *mut core::ffi::c_void) -> *const kernel::ffi::c_char;
@@ -295,6 +296,16 @@ impl BackingFile {
         // SAFETY: The file is open for as long as `self` exists; its inode and super block
         // live at least as long; the helper reads one pointer.
         unsafe { rust_loop_file_sb_has_dio_wq(self.as_raw().cast()) }
+    }
+
+    /// Whether the block device the file's direct I/O goes to takes `REQ_NOWAIT` bios: a
+    /// `IOCB_NOWAIT` direct I/O on a file system on a device that does not (dm-crypt, dm-thin,
+    /// dm-flakey, ...) fails with `-EOPNOTSUPP`. A prediction: a device-mapper table can be
+    /// swapped under the file system at any time.
+    pub(crate) fn bdev_nowait(&self) -> bool {
+        // SAFETY: The file is open for as long as `self` exists; its mapping's host, inode,
+        // super block and their block device live at least as long; the helper reads flags.
+        unsafe { rust_loop_file_bdev_nowait(self.as_raw().cast()) }
     }
 
     /// The file's change cookie (`i_version`): a new value after any change to its data or

@@ -18,6 +18,7 @@ use core::{
 use kernel::{bindings, prelude::*, types::Opaque};
 
 const EAGAIN: isize = -(bindings::EAGAIN as isize);
+const EOPNOTSUPP: isize = -(bindings::EOPNOTSUPP as isize);
 const EIOCBQUEUED: isize = -(bindings::EIOCBQUEUED as isize);
 
 /// A disk whose requests are submitted to a backing file as asynchronous direct I/O (with the
@@ -127,8 +128,9 @@ impl<T: RequestAio> OwnedRequest<T> {
     /// As [`Self::submit_dio`] with `IOCB_NOWAIT`: the file must not block. `Err` gives the
     /// request back when the file (or its freeze protection, or the memory for a merged
     /// request's segment table) is not available without waiting, before anything was
-    /// submitted; [`RequestAio::aio_done`] is not called then. The file may also give up later:
-    /// `aio_done` gets `-EAGAIN` then.
+    /// submitted, or refused with `-EOPNOTSUPP` (a block device below that takes no
+    /// `REQ_NOWAIT` bio); [`RequestAio::aio_done`] is not called then. The file may also give
+    /// up later: `aio_done` gets `-EAGAIN` (or `-EOPNOTSUPP`) then.
     pub(crate) fn submit_dio_nowait(self, dir: Dir) -> Result<(), Self> {
         submit(self, dir, true)
     }
@@ -210,8 +212,9 @@ impl BackingFile {
         // alive until it ends, after `aio_done`; a merged request's table stays in `bvecs`
         // until the last reference is dropped.
         let ret = unsafe { self.rw_kiocb(dir, (*k).iocb.get(), &mut iter) };
-        if ret == EAGAIN && nowait {
-            // Refused at once: `ki_complete` will not run, and the request is ours again.
+        if (ret == EAGAIN || ret == EOPNOTSUPP) && nowait {
+            // Refused at once (`-EOPNOTSUPP`: a device below takes no `REQ_NOWAIT` bio):
+            // `ki_complete` will not run, and the request is ours again.
             // SAFETY: Neither reference was dropped and the file holds nothing: the submitter
             // owns the fields and the request.
             return Err(unsafe {
