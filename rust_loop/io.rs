@@ -331,8 +331,10 @@ fn execute(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>) -> isize {
 }
 
 /// Buffered read or write of the whole request, bio by bio. Returns the bytes transferred:
-/// a read may stop short (end of file), a write may not. In the `dontcache` cache mode
-/// ([`LoopDevice::dontcache`]) the backing file's page cache does not keep the data.
+/// a read may stop short (end of file), a write may not; or the errno of a bio that failed
+/// (also after earlier bios were done: the rest of a read that failed is not end of file, and
+/// must not read as zeroes). In the `dontcache` cache mode ([`LoopDevice::dontcache`]) the
+/// backing file's page cache does not keep the data.
 fn rw(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>, mut pos: u64, dir: Dir) -> isize {
     let file = &io.file;
     let dontcache = io.dontcache && dev.dontcache();
@@ -342,11 +344,7 @@ fn rw(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>, mut pos: u64, dir:
         let mut iter = IovIter::over_bio(bio, dir);
         let ret = file.rw_sync(dir, &mut iter, pos, rq.ioprio(), dontcache);
         if ret < 0 {
-            return if done > 0 && dir == Dir::Read {
-                done
-            } else {
-                ret
-            };
+            return ret;
         }
         done += ret;
         pos += ret as u64;
@@ -461,11 +459,12 @@ pub(crate) fn end(dev: &LoopDevice, mut rq: LoopRq) {
             ret = EIO;
         }
     }
-    // As loop.c: every failure is an I/O error, except an unsupported discard/write-zeroes.
-    let status = if ret == EOPNOTSUPP {
-        BlkStatus::NOTSUPP
-    } else if ret < 0 {
-        BlkStatus::IOERR
+    // As loop.c's `lo_complete_rq`: the errno of a failed read or write reaches the caller
+    // (`errno_to_blk_status`: `EINVAL` from a backing device that refuses a misaligned direct
+    // I/O, `ENOSPC` from a full file system or past a backing device's end, ...); the other
+    // commands fail with `EIO` or `EOPNOTSUPP` (`execute`, as loop.c's `loop_handle_cmd`).
+    let status = if ret < 0 {
+        BlkStatus::from_errno(ret)
     } else {
         if rq.op() == ReqOp::Read && ret < bytes {
             // Past the end of the backing file: the rest reads as zeroes.

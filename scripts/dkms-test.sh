@@ -17,6 +17,9 @@
 #                                                 install and one upgrade build rust_loop for
 #                                                 each, each is booted and checked
 #
+#   DKMS_TEST_HANDOVER the kernels (names) whose Rust artefacts are handed over to rust-loop-build
+#                      from scripts/stock.sh's build root instead of regenerated (CI: 7.3 regenerates,
+#                      the other kernels' are handed over; see "handover" below)
 #   DKMS_TEST_ROOTS    the directory of the roots (default: $RUST_LOOP_CACHE/stock; about 4 GB
 #                      a root)
 #
@@ -181,6 +184,13 @@ if [ "$pkgs" != "$suite" ]; then
 else
 	rm -f "$uroot/etc/apt/sources.list.d/backports.list"
 fi
+# An archive whose suite's Release has expired (its Valid-Until passed: forky's and sid's as this
+# machine's mirror serves them, a month old) is still used: apt would refuse it, and the test is
+# about the package, not the mirror's freshness. Signatures are still checked.
+cat >"$uroot/etc/apt/apt.conf.d/99rust-loop-test" <<'EOF'
+// scripts/dkms-test.sh: a mirror serving an expired Release (Valid-Until past) is still used.
+Acquire::Check-Valid-Until "false";
+EOF
 # A user's rust-loop-dkms from an earlier run goes first (the VM phase purges it; a failed run may not).
 if uexec dpkg-query -W -f='${db:Status-Abbrev}' rust-loop-dkms 2>/dev/null | grep -q '^[^u]'; then
 	say "dkms-test: purging the rust-loop-dkms an earlier run left in the root"
@@ -293,6 +303,51 @@ check_module() {
 	[[ $show == *"--ignore-install rust_loop"* ]] || die "modprobe loop does not go through rust-loop.conf on $k: '$show'"
 }
 
+# DKMS_TEST_HANDOVER: the kernels whose Rust artefacts rust-loop-build finds made (CI: all but
+# one, as regenerating them takes 2.5 minutes a kernel on 2 cores, 12 under load): scripts/stock.sh's tree
+# for the kernel (the same `make rust/kernel.o` of the same linux-source with the same compilers,
+# in the kernel's build root), copied to where rust-loop-build keeps its own with the stamp it
+# writes (the compilers the kernel's .config names: rust-loop-build refuses any others) and the
+# source pruned as it prunes it. rust-loop-build then builds the module at once; the install
+# log must not show a regeneration. The other kernels' artefacts are regenerated as on a
+# user's machine.
+handover=()
+for n in ${DKMS_TEST_HANDOVER:-}; do
+	[ -n "${krel_of[$n]:-}" ] || die "DKMS_TEST_HANDOVER=$n: not a kernel under test (${names[*]})"
+	handover+=("$n")
+done
+for n in "${handover[@]}"; do
+	(
+		STOCK=$n
+		stock_paths
+		k=$STOCK_KREL hdr=$uroot/usr/src/linux-headers-$STOCK_KREL
+		kb=$STOCK_ROOT$STOCK_KBUILD_IN src=$STOCK_ROOT$STOCK_SRC_IN
+		[ -f "$kb/rust/libkernel.rmeta" ] && [ -f "$src/Makefile" ] ||
+			die "DKMS_TEST_HANDOVER=$n: scripts/stock.sh has not made $kb (run STOCK=$n scripts/stock.sh)"
+		[ -f "$hdr/.config" ] || die "DKMS_TEST_HANDOVER=$n: no $hdr/.config in the root"
+		cfgv() { sed -n "s/^$1=\"\(.*\)\"\$/\1/p" "$hdr/.config"; }
+		cache=$uroot/var/cache/rust-loop/$k
+		say "dkms-test: handing over scripts/stock.sh's Rust artefacts for $k to rust-loop-build ($cache)"
+		rm -rf "$cache" && mkdir -p "$cache/src"
+		# The source as rust-loop-build leaves it after its build (pruned: the headers, the build
+		# scripts, rust/, the kernel's own arch/).
+		keep=()
+		for a in "$hdr"/arch/*/; do keep+=(! -name "$(basename "$a")"); done
+		tar -C "$src" --exclude=./Documentation --exclude=./LICENSES --exclude=./drivers --exclude=./fs \
+			--exclude=./net --exclude=./samples --exclude=./sound --exclude=./tools -cf - . |
+			tar -C "$cache/src" -xf - || die "copying $src failed"
+		find "$cache/src/arch" -mindepth 1 -maxdepth 1 "${keep[@]}" -exec rm -rf {} +
+		echo "$STOCK_DEBVER pruned" >"$cache/src/.rust-loop-extracted"
+		cp -a "$kb" "$cache/kbuild"
+		# Its paths, as rust-loop-build's own build tree has them.
+		in_src=/var/cache/rust-loop/$k/src in_kb=/var/cache/rust-loop/$k/kbuild
+		ln -sfn "$in_src" "$cache/kbuild/source"
+		sed -i -e "s|$STOCK_KBUILD_IN|$in_kb|g" -e "s|$STOCK_SRC_IN|$in_src|g" "$cache/kbuild/Makefile"
+		echo "headers=linux-headers-$k/$STOCK_DEBVER source=$STOCK_DEBVER rustc=$(cfgv CONFIG_RUSTC_VERSION_TEXT) bindgen=$(cfgv CONFIG_BINDGEN_VERSION_TEXT) cc=$(cfgv CONFIG_CC_VERSION_TEXT)" \
+			>"$cache/kbuild/.rust-loop-built"
+	) || exit 1
+done
+
 # 2. The install, offline, as a chroot on the host.
 phase_start install "apt install rust-loop-dkms $debver from the repository (offline, chroot; DKMS builds rust_loop for ${krels[*]})"
 status=0
@@ -318,6 +373,10 @@ grep -qF "rust-loop-dkms: $fake_norust: rust_loop not built, 'modprobe loop' loa
 	die "the postinst did not say why rust_loop is not built for $fake_norust (no Rust; see $out/install.log)"
 rm -rf "$uroot/lib/modules/$fake_rust" "$uroot/lib/modules/$fake_norust"
 for k in "${krels[@]}"; do check_module "$k"; done
+for n in "${handover[@]}"; do
+	! grep -q "regenerating the Rust artefacts for ${krel_of[$n]}" "$out/install.log" ||
+		die "rust-loop-build regenerated the handed-over artefacts of ${krel_of[$n]} (their stamp or paths differ; see $out/install.log)"
+done
 phase_end
 
 # 3. The upgrade, offline: the repository gains a newer version; apt update and apt upgrade (both

@@ -236,6 +236,47 @@ t_data_read_past_shrunk_file() {
 	detach "$dev"
 }
 
+# A read or write that the backing file refuses fails with that file's errno, as loop.c's
+# lo_complete_rq (errno_to_blk_status), not with EIO: a device in direct-I/O mode over a loop
+# device whose block size grew to 4096 after the binding gets EINVAL for a 512-byte direct read
+# (found by t_ioctl_sequence_as_loop_c), and one whose backing device shrank gets ENOSPC for a
+# write past that device's end.
+t_data_backing_errno() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 8
+	local lower upper
+	lower=$(attach "$T/img")
+	upper=$(attach "$lower" --direct-io=on)
+	assert_sys "$upper" loop/dio 1
+	lioctl "$lower" set-block-size 4096
+	lioctl "$lower" set-status64 --sizelimit $((4 << 20))
+	assert_eq "$(devsize "$upper")" $((8 << 20)) "the upper device's size (not updated)"
+	python3 - "$upper" >"$T/out" <<'PY' || fail "direct I/O on $upper: $(cat "$T/out")"
+import errno, mmap, os, sys
+buf = mmap.mmap(-1, 4096)
+
+
+def io(flags, op, length, pos):
+    fd = os.open(sys.argv[1], flags | os.O_DIRECT)
+    try:
+        op(fd, [memoryview(buf)[:length]], pos)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+    finally:
+        os.close(fd)
+
+
+got = (io(os.O_RDONLY, os.preadv, 512, 512), io(os.O_RDWR, os.pwritev, 4096, 6 << 20),
+       io(os.O_RDONLY, os.preadv, 4096, 4096))
+print(*got)
+sys.exit(got != ("EINVAL", "ENOSPC", "ok"))
+PY
+	detach "$upper"
+	detach "$lower"
+}
+
 # Queue limits and flags of a file-backed device in buffered mode, as loop.c sets them.
 t_data_queue_limits() {
 	load_rust_loop

@@ -370,6 +370,75 @@ t_ioctl_transcript_as_loop_c() {
 	log "$(wc -l <"$T/loop_c.txt") steps, identical; $(grep -c ': ok' "$T/loop_c.txt") succeeded"
 }
 
+# The same ABI as loop.c over generated sequences: tests/abi_sequence.py runs, for each of three
+# seeds (random, printed; ABI_SEQ_SEEDS=a,b,c reproduces them), at least ABI_SEQ_CALLS (3000)
+# calls on loop0-3 and /dev/loop-control (every loop ioctl with good and bad arguments, failures
+# at each of loop.c's checks, descriptors held and closed in random order so that autoclear and
+# LOOP_CLR_FD fire at the last close, chains of loop devices, LOOP_CTL_ADD/REMOVE/GET_FREE,
+# block-device reads and writes, backing files on tmpfs and on XFS grown, shrunk and replaced)
+# against loop.ko and then rust_loop, printing each call's result and the devices' state after
+# it; the two outputs must be equal line for line. The generator normalises the deliberate
+# differences (README "Differences from loop.c": direct I/O below the backing file's alignment,
+# reads past its end, writes past a backing device's end) and nothing else.
+# udev is stopped for the duration (udevadm control --exit) and started again afterwards, also
+# when the test fails: its opens after each uevent change the openers' count, which decides
+# whether LOOP_CLR_FD clears at once and when autoclear fires, and its exclusive claims make
+# binds and LOOP_SET_BLOCK_SIZE fail with EBUSY, at moments no sequence can predict.
+timeout_t_ioctl_sequence_as_loop_c() { echo $((900 * ${TEST_SLOWDOWN:-1})); }
+t_ioctl_sequence_as_loop_c() {
+	local seeds calls udevd= drv n
+	seeds=${ABI_SEQ_SEEDS:-$(for n in 1 2 3; do od -An -N4 -tu4 /dev/urandom | tr -d ' '; done | paste -sd,)}
+	calls=${ABI_SEQ_CALLS:-3000}
+	log "seeds $seeds, $calls calls each (ABI_SEQ_SEEDS=$seeds reproduces them)"
+	if pgrep -x systemd-udevd >/dev/null; then
+		udevd=$(command -v systemd-udevd || ls /usr/lib/systemd/systemd-udevd /lib/systemd/systemd-udevd 2>/dev/null | head -n 1)
+		[ -x "$udevd" ] || fail "systemd-udevd runs but its binary is not found"
+		udevadm settle
+		udevadm control --exit || fail "cannot stop udevd"
+		wait_for 10 bash -c '! pgrep -x systemd-udevd' || fail "udevd still runs after udevadm control --exit"
+	fi
+	# shellcheck disable=SC2064 # $udevd now
+	trap "sequence_cleanup '$udevd'" EXIT
+	scratch_fs xfs
+	mkdir -p "$SCRATCH/seq" "$T/seq-tmpfs"
+	mount -t tmpfs -o size=512M none "$T/seq-tmpfs" || fail "mounting a tmpfs failed"
+	for drv in loop_c rust_loop; do
+		if [ $drv = loop_c ]; then
+			unload_loop_drivers
+			modprobe --ignore-install loop || fail "modprobe loop.ko failed"
+		else
+			load_rust_loop
+		fi
+		python3 "$ROOT/tests/abi_sequence.py" --tmpfs "$T/seq-tmpfs" --disk "$SCRATCH/seq" \
+			--disk-dev "$(basename "$SCRATCH_DEV")" --seeds "$seeds" --calls "$calls" \
+			>"$T/$drv.txt" 2>"$T/$drv.err" ||
+			fail "the sequence failed on $drv: $(tail -n 5 "$T/$drv.err")"
+	done
+	unload_loop_drivers
+	# Each seed ran its calls.
+	n=$(awk -v c="$calls" '/ finished: [0-9]+ calls/ && $4 >= c {n++} END {print n + 0}' "$T/loop_c.txt")
+	[ "$n" = "$(echo "$seeds" | tr ',' '\n' | wc -l)" ] ||
+		fail "fewer than $calls calls in a seed: $(grep ' finished: ' "$T/loop_c.txt")"
+	if ! diff -u "$T/loop_c.txt" "$T/rust_loop.txt" >"$T/diff"; then
+		mkdir -p "$ROOT/results/tests"
+		cp "$T/loop_c.txt" "$ROOT/results/tests/abi-sequence-loop_c.txt" 2>/dev/null || true
+		cp "$T/rust_loop.txt" "$ROOT/results/tests/abi-sequence-rust_loop.txt" 2>/dev/null || true
+		fail "rust_loop differs from loop.c (seeds $seeds; - loop.c, + rust_loop; both outputs in" \
+			"results/tests/abi-sequence-*.txt):"$'\n'"$(head -n 40 "$T/diff")"
+	fi
+	log "$(wc -l <"$T/loop_c.txt") lines, identical: $(grep ' finished: ' "$T/loop_c.txt" | cut -d' ' -f4- | paste -sd';')"
+}
+# sequence_cleanup UDEVD: what t_ioctl_sequence_as_loop_c set up goes, udevd (if it ran) runs again.
+sequence_cleanup() {
+	cleanup_loops
+	unload_loop_drivers
+	scratch_umount
+	if [ -n "$1" ]; then
+		"$1" --daemon || echo "cannot start $1 again" >&2
+		udevadm settle || true
+	fi
+}
+
 # LOOP_CHANGE_FD: only on a read-only device, only to a file of the same size.
 t_ioctl_change_fd() {
 	load_rust_loop

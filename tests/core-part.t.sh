@@ -249,3 +249,44 @@ t_part_partitions_appear_once() {
 	assert_file "/sys/block/$name/${name}p1/size" 8192
 	detach "$dev"
 }
+
+# A table written for 4096-byte sectors is found by the rescan after LOOP_SET_BLOCK_SIZE 4096:
+# the entries count in logical blocks, so a rescan after a block-size change reads a different
+# table even though the backing file is unchanged (rust_loop drops rescans of an unchanged
+# table; the block size is part of what it compares).
+t_part_rescan_after_block_size() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	mkimg "$T/img" 64M
+	local dev name skipped=0
+	dev=$(free_loop)
+	name=$(basename "$dev")
+	# The table, written through the device at 4096-byte sectors (this sfdisk has no --sector-size).
+	losetup -b 4096 "$dev" "$T/img" || fail "losetup -b 4096 failed"
+	printf 'label: gpt\nstart=256, size=2048\n' | sfdisk -q "$dev" >/dev/null || fail "sfdisk at 4096-byte sectors failed"
+	detach "$dev"
+	udevadm settle
+	losetup -P "$dev" "$T/img" || fail "losetup -P failed"
+	udevadm settle
+	[ ! -e "/sys/block/$name/${name}p1" ] || fail "a 4096-byte-sector GPT was found at 512-byte sectors"
+	is_rust && skipped=$(stat_of "$dev" partscan_skipped)
+	lioctl "$dev" set-block-size 4096 || fail "LOOP_SET_BLOCK_SIZE 4096 failed"
+	udevadm settle
+	wait_for 10 blockdev --rereadpt "$dev" || fail "blockdev --rereadpt failed: $(blockdev --rereadpt "$dev" 2>&1)"
+	wait_for 5 test -e "/sys/block/$name/${name}p1" ||
+		fail "the rescan after LOOP_SET_BLOCK_SIZE 4096 did not find p1 (partscan_skipped $(is_rust && stat_of "$dev" partscan_skipped))"
+	# Sizes in sysfs count 512-byte sectors: 256 and 2048 blocks of 4096 bytes.
+	assert_file "/sys/block/$name/${name}p1/start" 2048
+	assert_file "/sys/block/$name/${name}p1/size" 16384
+	if is_rust; then
+		[ "$(stat_of "$dev" partscan_skipped)" = "$skipped" ] ||
+			fail "a rescan after the block size changed was dropped"
+	fi
+	# And back at 512: the table is not there, the rescan drops p1.
+	udevadm settle
+	lioctl "$dev" set-block-size 512 || fail "LOOP_SET_BLOCK_SIZE 512 failed"
+	udevadm settle
+	wait_for 10 blockdev --rereadpt "$dev" || fail "blockdev --rereadpt at 512 failed"
+	wait_for 5 test ! -e "/sys/block/$name/${name}p1" || fail "p1 still there at 512-byte sectors"
+	detach "$dev"
+}

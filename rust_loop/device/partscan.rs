@@ -6,13 +6,17 @@
 use super::*;
 
 /// What a partition scan read: the backing file (an identity, never dereferenced), the
-/// device's offset into it and size, and the file's change cookie read before the scan; and
-/// what it left: the digest of the partitions it created ([`Disk::partitions_digest`]).
+/// device's offset into it, size and logical block size, and the file's change cookie read
+/// before the scan; and what it left: the digest of the partitions it created
+/// ([`Disk::partitions_digest`]).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) struct PartTableStamp {
     file: usize,
     offset: u64,
     sectors: u64,
+    /// The table's entries count in logical blocks, and a scan after `LOOP_SET_BLOCK_SIZE`
+    /// raised it above the page-cache block size of an open device fails (`EIO`, as loop.c's).
+    block_size: u32,
     cookie: u64,
     /// `None` until known (a scan run by someone else's open is not watched to its end).
     parts: Option<u64>,
@@ -31,6 +35,7 @@ impl LoopDevice {
             file: file.as_raw() as usize,
             offset: self.offset(),
             sectors: self.calculate_size(&file),
+            block_size: self.queue().limits().logical_block_size,
             cookie,
             parts: None,
         })
@@ -41,11 +46,11 @@ impl LoopDevice {
     /// added again. That is what made them appear, vanish and reappear after `losetup -P`:
     /// udev watches loop devices, and when `losetup` closes the device it had open for writing,
     /// udev asks for a rescan (`BLKRRPART`) right after the driver's own. The table cannot have
-    /// changed when the backing file, its offset and size are the same and its change cookie
-    /// (`i_version`, bumped by every write and `fallocate`, through the device or not) is the
-    /// one read before that scan, the device's page cache holds no unwritten data, and the
-    /// partitions are still the ones that scan created (none added, removed or resized with
-    /// `BLKPG` since: a rescan is how such changes are undone).
+    /// changed when the backing file, its offset, size and logical block size are the same and
+    /// its change cookie (`i_version`, bumped by every write and `fallocate`, through the device
+    /// or not) is the one read before that scan, the device's page cache holds no unwritten
+    /// data, and the partitions are still the ones that scan created (none added, removed or
+    /// resized with `BLKPG` since: a rescan is how such changes are undone).
     pub(super) fn drop_redundant_part_scan(&self) {
         let now = self.part_table_stamp().map(|s| PartTableStamp {
             parts: Some(self.disk.partitions_digest()),

@@ -158,7 +158,6 @@ void rust_loop_c_values(void)
 	OFFSET(list_head, next);
 	OFFSET(list_head, prev);
 	CONST(BLK_STS_OK);
-	CONST(BLK_STS_NOTSUPP);
 	CONST(BLK_STS_IOERR);
 	CONST(BLK_OPEN_WRITE);
 	CONST(BLK_OPEN_EXCL);

@@ -26,10 +26,18 @@ pub(crate) struct BlkStatus(u8);
 impl BlkStatus {
     /// Success.
     pub(crate) const OK: Self = Self(super::layout::c::BLK_STS_OK as u8);
-    /// `BLK_STS_NOTSUPP`.
-    pub(crate) const NOTSUPP: Self = Self(super::layout::c::BLK_STS_NOTSUPP as u8);
     /// `BLK_STS_IOERR`.
     pub(crate) const IOERR: Self = Self(super::layout::c::BLK_STS_IOERR as u8);
+
+    /// The status of a command that failed with the negative errno `err`, as the block layer
+    /// maps it (`errno_to_blk_status`): `-EINVAL` is `BLK_STS_INVAL`, `-ENOSPC`
+    /// `BLK_STS_NOSPC`, `-EOPNOTSUPP` `BLK_STS_NOTSUPP`, ..., anything else `BLK_STS_IOERR`.
+    /// The caller sees the errno again (`blk_status_to_errno`).
+    pub(crate) fn from_errno(err: isize) -> Self {
+        let err = i32::try_from(err).unwrap_or(-(bindings::EIO as i32));
+        // SAFETY: `errno_to_blk_status` only looks its argument up in a constant table.
+        Self(unsafe { bindings::errno_to_blk_status(err) })
+    }
 
     /// The `blk_status_t` value.
     pub(crate) const fn as_raw(self) -> u8 {
