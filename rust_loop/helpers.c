@@ -194,15 +194,17 @@ bool rust_loop_file_bdev_nowait(struct file *file)
 
 /*
  * The backing file's change cookie: its i_version where the file system keeps one (xfs, ext4,
- * btrfs, tmpfs; for a file on overlayfs, that of the real file below), 0 where it does not. Marks the value queried, so that the next change to the
- * file's data or metadata gives a new value.
+ * btrfs, tmpfs; for a file on overlayfs, that of the real file below), 0 where it does not.
+ * Marks the value queried, so that the next change to the file's data or metadata gives a new
+ * value. 0 for a block device: the i_version of its node (in devtmpfs, a tmpfs) does not change
+ * when the device's data does.
  */
 u64 rust_loop_file_change_cookie(struct file *file)
 {
 	/* The file that holds the data: below an overlay (a container image), the real one. */
 	struct inode *inode = d_real_inode(file->f_path.dentry);
 
-	if (!IS_I_VERSION(inode))
+	if (!S_ISREG(inode->i_mode) || !IS_I_VERSION(inode))
 		return 0;
 	return inode_query_iversion(inode);
 }

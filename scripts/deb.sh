@@ -80,13 +80,19 @@ out=$(cd "$out" && pwd)
 [[ $out == "$ROOT"/* ]] || die "RUST_LOOP_DEB_OUT must be inside the project directory (the packaging root sees only that)"
 
 # The build's copy: the checkout's files (tracked, and new ones git does not ignore), as they are
-# in the working tree; it lives in the packaging root, one per checkout.
+# in the working tree; it lives in the packaging root, one per checkout. A module build running
+# in the checkout meanwhile (CI's perfcheck beside its install test) makes and removes temporary
+# files (Kbuild's .*.cmd.tmp): one listed and gone before tar reads it is left out.
 build=$debroot/build/$(printf %s "$ROOT" | sha256sum | cut -c1-8)
 src=$build/rust-loop-$version
 rm -rf "$build" && mkdir -p "$src"
 git ls-files -z --cached --others --exclude-standard | grep -zv '^results/' |
 	while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-	tar -cf - --null -T - | tar -xf - -C "$src" || die "copying the checkout into $src failed"
+	tar -cf - --null --ignore-failed-read -T - 2>/dev/null | tar -xf - -C "$src" ||
+	die "copying the checkout into $src failed"
+for f in debian/control debian/rules debian/changelog dkms.conf Kbuild Makefile rust_loop.rs; do
+	[ -e "$src/$f" ] || [ ! -e "$f" ] || die "copying the checkout into $src left out $f"
+done
 # (A changelog bullet, wrapped as dch does.)
 bullet() { printf '%s\n' "$1" | fold -s -w 74 | sed 's/ *$//; 1s/^/  * /; 2,$s/^/    /'; }
 maint=$(sed -n 's/^Maintainer: //p' debian/control)

@@ -290,3 +290,32 @@ t_part_rescan_after_block_size() {
 	wait_for 5 test ! -e "/sys/block/$name/${name}p1" || fail "p1 still there at 512-byte sectors"
 	detach "$dev"
 }
+
+# On a loop device over another block device (here a second loop device), a table changed on
+# that device is seen by the next rescan: the i_version of the device's node does not follow its
+# data, so rust_loop never drops a rescan of a block-device backing (found by
+# t_ioctl_sequence_as_loop_c, seed 3146031831: a chain whose lower device's offset changed).
+t_part_rescan_over_block_device() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	gpt_image "$T/img"
+	local lower dev name
+	lower=$(losetup -f --show "$T/img") || fail "losetup of the lower device failed"
+	dev=$(free_loop)
+	name=$(basename "$dev")
+	losetup -P "$dev" "$lower" || fail "losetup -P over $lower failed"
+	udevadm settle
+	wait_for 5 test -e "/sys/block/$name/${name}p2" || fail "${name}p2 did not appear"
+	blockdev --rereadpt "$dev" || fail "blockdev --rereadpt failed"
+	# The table rewritten in the lower device's file (not through the device's node, whose times a
+	# write would update), the lower device's page cache dropped.
+	printf 'label: gpt\nstart=2048, size=8192\n' | sfdisk -q "$T/img" >/dev/null || fail "sfdisk on the file failed"
+	blockdev --flushbufs "$lower" || fail "blockdev --flushbufs $lower failed"
+	udevadm settle
+	wait_for 10 blockdev --rereadpt "$dev" || fail "blockdev --rereadpt failed: $(blockdev --rereadpt "$dev" 2>&1)"
+	wait_for 5 test ! -e "/sys/block/$name/${name}p2" ||
+		fail "p2 still there after the table changed on $lower (partscan_skipped $(is_rust && stat_of "$dev" partscan_skipped))"
+	assert_file "/sys/block/$name/${name}p1/size" 8192
+	detach "$dev"
+	detach "$lower"
+}

@@ -309,7 +309,8 @@ impl BackingFile {
     }
 
     /// The file's change cookie (`i_version`): a new value after any change to its data or
-    /// metadata since this call; 0 where the file system keeps none.
+    /// metadata since this call; 0 where the file system keeps none, and for a block device
+    /// (its node's `i_version` does not follow the device's data).
     pub(crate) fn change_cookie(&self) -> u64 {
         // SAFETY: The file is open for as long as `self` exists; the helper reads its inode.
         unsafe { rust_loop_file_change_cookie(self.as_raw().cast()) }
