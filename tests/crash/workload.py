@@ -104,6 +104,16 @@ class FileWriter(Worker):
             os.close(self.dfd)
             self.dfd = None
 
+    @staticmethod
+    def synced(path, flags, op, sync=os.fsync, mode=0o644):
+        """Opens path, runs op(fd), then sync(fd) (durable when it returns), and closes it."""
+        fd = os.open(path, flags, mode)
+        try:
+            op(fd)
+            sync(fd)
+        finally:
+            os.close(fd)
+
     def path(self, name):
         return os.path.join(self.dir, name)
 
@@ -168,12 +178,8 @@ class FileWriter(Worker):
         self.counter[0] += 1
         data = bytearray(self.rng.randbytes(self.size()))
         rec = self.begin(name, "create", data)
-        fd = os.open(self.path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            self.write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self.synced(self.path(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                    lambda fd: self.write_all(fd, data))
         os.fsync(self.dfd)
         self.finish(rec, name, data)
 
@@ -184,12 +190,8 @@ class FileWriter(Worker):
         data = bytearray(old)
         data[off:off + len(new)] = new
         rec = self.begin(name, f"overwrite {off}+{len(new)}", data)
-        fd = os.open(self.path(name), os.O_WRONLY)
-        try:
-            self.write_all(fd, new, off)
-            os.fdatasync(fd)
-        finally:
-            os.close(fd)
+        self.synced(self.path(name), os.O_WRONLY, lambda fd: self.write_all(fd, new, off),
+                    os.fdatasync)
         self.finish(rec, name, data)
 
     def dio_overwrite(self, name):
@@ -221,12 +223,7 @@ class FileWriter(Worker):
         new = self.rng.randbytes(self.size() // 2 + 1)
         data = self.content[name] + new
         rec = self.begin(name, f"append {len(new)}", data)
-        fd = os.open(self.path(name), os.O_WRONLY | os.O_APPEND)
-        try:
-            self.write_all(fd, new)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self.synced(self.path(name), os.O_WRONLY | os.O_APPEND, lambda fd: self.write_all(fd, new))
         self.finish(rec, name, data)
 
     def truncate(self, name):
@@ -234,12 +231,7 @@ class FileWriter(Worker):
         n = self.rng.randint(0, len(old) + (8 << 10))
         data = bytearray(old[:n]) + bytes(max(0, n - len(old)))
         rec = self.begin(name, f"truncate {n}", data)
-        fd = os.open(self.path(name), os.O_WRONLY)
-        try:
-            os.ftruncate(fd, n)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self.synced(self.path(name), os.O_WRONLY, lambda fd: os.ftruncate(fd, n))
         self.finish(rec, name, data)
 
     def replace(self, name):
@@ -248,12 +240,7 @@ class FileWriter(Worker):
         data = bytearray(self.rng.randbytes(self.size()))
         tmp = self.path(name + ".tmp")
         rec = self.begin(name, "replace", data)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            self.write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        self.synced(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, lambda fd: self.write_all(fd, data))
         os.rename(tmp, self.path(name))
         os.fsync(self.dfd)
         self.finish(rec, name, data)
