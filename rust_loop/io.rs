@@ -359,9 +359,13 @@ fn rw(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>, mut pos: u64, dir:
 /// blocks (`FALLOC_FL_WRITE_ZEROES`, so later writes need no unwritten-extent conversion)
 /// where the backing file system offers them, else unwritten ones (`FALLOC_FL_ZERO_RANGE`,
 /// loop.c's way). Never past the end of the file: `FALLOC_FL_WRITE_ZEROES` would extend it.
+/// Only for regular files: on a block device `FALLOC_FL_WRITE_ZEROES` is a write-zeroes that
+/// may unmap (`blkdev_fallocate`), which would drop `REQ_NOUNMAP` on the way down a chain;
+/// `FALLOC_FL_ZERO_RANGE` passes it on.
 fn zero_allocated(dev: &LoopDevice, file: &BackingFile, rq: &Request<LoopDisk>, pos: u64) -> isize {
     let len = u64::from(rq.bytes());
-    if dev.discard_enabled()
+    if file.is_reg()
+        && dev.discard_enabled()
         && dev.write_zeroes_enabled()
         && pos.checked_add(len).is_some_and(|end| end <= file.size())
     {

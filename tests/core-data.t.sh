@@ -178,6 +178,31 @@ t_data_write_zeroes_offload() {
 	wait_for 10 scratch_umount || fail "umount of the scratch XFS failed: $(scratch_umount 2>&1)"
 }
 
+# A REQ_NOUNMAP write-zeroes on a device backed by another loop device stays REQ_NOUNMAP on the
+# lower device (loop.c: FALLOC_FL_ZERO_RANGE on the block device): the lower device's backing
+# file keeps its blocks. rust_loop once sent FALLOC_FL_WRITE_ZEROES there, which a block device
+# turns into a write-zeroes that may unmap: the lower device punched a hole (the zeroed range's
+# blocks freed), and its write_zeroes_max_bytes stayed where loop.c's drops to 0 (the tmpfs
+# below refuses FALLOC_FL_ZERO_RANGE; seed 3728372997 of the sequence test).
+t_data_write_zeroes_nounmap_through_chain() {
+	load_rust_loop max_loop=2
+	trap 'cleanup_loops; umount "$T/tm" 2>/dev/null || true' EXIT
+	mkdir -p "$T/tm"
+	mount -t tmpfs -o size=64M none "$T/tm" || fail "mounting a tmpfs failed"
+	fillimg "$T/tm/lower.img" 8
+	local lower upper blocks
+	blocks=$(stat -c %b "$T/tm/lower.img")
+	lower=$(attach "$T/tm/lower.img")
+	upper=$(attach "$lower")
+	bounded 60 blkdiscard -z -o $((1 << 20)) -l $((4 << 20)) "$upper" || fail "blkdiscard -z on $upper failed"
+	assert_eq "$(region_sum "$upper" $((1 << 20)) $((4 << 20)))" "$(zero_sum $((4 << 20)))" "zeroed range via $upper"
+	detach "$upper"
+	assert_eq "$(region_sum "$T/tm/lower.img" $((1 << 20)) $((4 << 20)))" "$(zero_sum $((4 << 20)))" "zeroed range in the lower device's file"
+	assert_eq "$(stat -c %b "$T/tm/lower.img")" "$blocks" "512-byte blocks of the lower device's file (a hole was punched)"
+	assert_sys "$lower" queue/write_zeroes_max_bytes 0
+	detach "$lower"
+}
+
 # A 1000-byte file: the device has one 512-byte sector, the file's first 512 bytes; the 488-byte
 # tail is not reachable, and writing the sector leaves the tail and the file size alone.
 t_data_file_size_not_sector_multiple() {
