@@ -35,7 +35,18 @@ impl IoState {
     /// position in the file and its length. Always so unless the device's block size or
     /// offset is below that alignment (see `LoopDevice::can_use_dio`). The memory of its
     /// segments meets the file's alignment through the queue's `dma_alignment`.
+    ///
+    /// A backing block device's logical block size is read at each request: it may have
+    /// grown since the binding (`LOOP_SET_BLOCK_SIZE` on a loop device below), and the block
+    /// layer fails direct I/O below it with `EINVAL`. loop.c keeps the alignment of the
+    /// binding's time and fails such requests; here they go buffered.
     pub(crate) fn dio_aligned<D: DiskOps>(&self, rq: &Request<D>) -> bool {
-        (rq.pos().wrapping_add(self.offset) | u64::from(rq.bytes())) & self.dio_mask == 0
+        let mut mask = self.dio_mask;
+        if !self.file_is_reg {
+            if let Some(bs) = self.file.current_block_size() {
+                mask |= u64::from(bs.max(1) - 1);
+            }
+        }
+        (rq.pos().wrapping_add(self.offset) | u64::from(rq.bytes())) & mask == 0
     }
 }

@@ -57,6 +57,10 @@ Normalised (README "Differences from loop.c" says why each is a deliberate diffe
     queue/dma_alignment as "*", and the result of LOOP_SET_DIRECT_IO 1 as "ok|EINVAL". Its one
     consequence beyond these is the default block size that LOOP_SET_BLOCK_SIZE 0 picks (the
     alignment in direct-I/O mode): in that state the generator asks for 512 instead.
+  - a backing loop device whose logical block size grew while the device above stays bound in
+    direct-I/O mode: loop.c keeps the alignment of the binding's time and fails the requests
+    below the new block size (EIO), rust_loop sends those buffered. No read, write or
+    partition scan (BLKRRPART, LO_FLAGS_PARTSCAN newly set) is made on such a device.
   - reads past the end of the backing file (a file shrunk under its device, a backing device
     that shrank): loop.c fails the part of a read that the backing does not cover with EIO,
     rust_loop returns zeroes for it. A read that reaches that part of the device (for a
@@ -1035,8 +1039,9 @@ class Gen:
             # A partition scan of a device that lies past its backing's end reads there (the
             # parsers read the last sectors): loop.c fails it, rust_loop reads zeroes, and the
             # partitions found differ; so LO_FLAGS_PARTSCAN is not newly set on such a device.
+            # The same when I/O on it depends on the deliberate differences below it.
             if (f & LO_PARTSCAN and self.dev_int(dev, "loop/partscan", 0) == 0
-                    and self.past_end_from(dev) is not None):
+                    and (self.past_end_from(dev) is not None or self.chain_unpredictable(dev))):
                 f &= ~LO_PARTSCAN
             v["flags"] = f
             # (the base's LO_FLAGS_DIRECT_IO is loop.c's or rust_loop's; both ignore it here)
@@ -1182,10 +1187,13 @@ class Gen:
             self.simple_ioctl("BLKFLSBUF", BLKFLSBUF, lambda d: (0, ""))
         elif k == "rrpart":
             dev = self.pick_dev()
+            why = self.chain_unpredictable(dev)
             if self.past_end_from(dev) is not None:
                 # (as LO_FLAGS_PARTSCAN above: the scan reads past the backing's end)
                 self.emit(f"BLKRRPART on {dev.name}: skipped, the device lies past its "
                           f"backing's end")
+            elif why:
+                self.emit(f"BLKRRPART on {dev.name}: skipped, {why}")
             else:
                 self.simple_ioctl("BLKRRPART", BLKRRPART, lambda d: (0, ""), dev=dev)
         else:
@@ -1220,17 +1228,19 @@ class Gen:
     def chain_unpredictable(self, dev):
         """Through the loop devices below dev: one whose page-cache block size is below its
         logical block size (stale_blocksize: loop.c's buffered backing I/O goes through that
-        page cache), or, for a device in the "dio?" state, one whose logical block size grew
-        past the alignment recorded when the device above was bound (rust_loop's direct I/O
-        then meets the new alignment, loop.c's buffered I/O does not). Either makes the
-        result of I/O on dev depend on the deliberate differences; None when neither."""
+        page cache), or, for a device in direct-I/O mode in both drivers, one whose logical
+        block size grew past the alignment recorded when the device above was bound (loop.c
+        sends what is below the new size direct and fails it, rust_loop checks each request
+        against the lower device's block size of the moment and sends it buffered: README
+        "Differences from loop.c"). Either makes the result of I/O on dev depend on the
+        deliberate differences; None when neither."""
         for _ in range(len(self.devs)):
             lower = self.lower_of(dev)
             if lower is None:
                 return None
-            if dev.dio == "div" and self.dev_int(lower, "lbs", SECTOR) > dev.min_dio:
-                return (f"direct I/O below the alignment, which {lower.name}'s block size "
-                        f"raised since")
+            if dev.dio == "on" and self.dev_int(lower, "lbs", SECTOR) > dev.min_dio:
+                return (f"direct I/O with the alignment of the binding, which {lower.name}'s "
+                        f"block size raised since")
             fd = lower.fds[0].fd if lower.fds else None
             tmp = None
             if fd is None:

@@ -185,6 +185,45 @@ t_dio_stays_on_below_backing_alignment() {
 	losetup -d "$dev"
 }
 
+# A device in direct-I/O mode over another loop device whose logical block size grows while it
+# is bound (LOOP_SET_BLOCK_SIZE on the lower device): requests below the new size go buffered,
+# and read and write the right data. loop.c keeps the alignment of the binding's time, sends
+# them direct and fails them with EIO (the block layer's EINVAL); a partition scan of such a
+# device then failed in rust_loop too (the sequence test, seed 1438431249).
+t_dio_follows_lower_block_size() {
+	is_rust || return 0 # loop.c fails these reads and writes with EIO
+	load_rust_loop
+	trap cleanup_loops EXIT
+	fillimg "$T/img" 8
+	local lower upper shifted fallbacks
+	lower=$(attach "$T/img")
+	upper=$(attach "$lower" --direct-io=on)
+	shifted=$(attach "$lower" --direct-io=on -o 512 -P)
+	assert_sys "$upper" loop/dio 1
+	assert_sys "$shifted" loop/dio 1
+	lioctl "$lower" set-block-size 4096 || fail "LOOP_SET_BLOCK_SIZE 4096 on $lower failed"
+	assert_sys "$lower" queue/logical_block_size 4096
+	fallbacks=$(stat_of "$upper" dio_fallbacks)
+	cmp <(dd if="$upper" bs=512 skip=1 count=7 iflag=direct status=none) <(dd if="$T/img" bs=512 skip=1 count=7 status=none) ||
+		fail "512-byte direct reads below the lower device's new block size"
+	[ $(($(stat_of "$upper" dio_fallbacks) - fallbacks)) -ge 7 ] || fail "512-byte reads were not done buffered"
+	fallbacks=$(stat_of "$upper" dio_fallbacks)
+	cmp <(dd if="$upper" bs=4096 skip=2 count=4 iflag=direct status=none) <(dd if="$T/img" bs=4096 skip=2 count=4 status=none) ||
+		fail "4 KiB direct reads"
+	assert_eq "$(stat_of "$upper" dio_fallbacks)" "$fallbacks" "dio_fallbacks after 4 KiB-aligned reads"
+	head -c 512 /dev/urandom >"$T/b"
+	dd if="$T/b" of="$upper" bs=512 seek=3 oflag=direct status=none || fail "a 512-byte direct write failed"
+	cmp <(dd if="$upper" bs=512 skip=3 count=1 iflag=direct status=none) "$T/b" || fail "the 512-byte write does not read back"
+	# The device at offset 512: every request is below the new alignment.
+	cmp <(head -c $((1 << 20)) "$shifted") <(tail -c +513 "$T/img" | head -c $((1 << 20))) ||
+		fail "buffered reads of the device at offset 512 (after the write)"
+	blockdev --rereadpt "$shifted" || fail "BLKRRPART on $shifted failed"
+	log "dio_fallbacks: $(stat_of "$upper" dio_fallbacks) and $(stat_of "$shifted" dio_fallbacks)"
+	detach "$shifted"
+	detach "$upper"
+	detach "$lower"
+}
+
 # Freeze protection (docs/nowait-hazards.md, hazard 12): while the backing file system is frozen,
 # direct writes through the device wait (no write reaches the file, none fails: queue_rq's NOWAIT
 # attempt cannot take freeze protection and hands the write to the worker, which waits for the

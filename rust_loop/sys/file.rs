@@ -407,6 +407,22 @@ impl BackingFile {
         (0, 0)
     }
 
+    /// The logical block size a backing block device has now, or `None` for a regular file.
+    /// It can change while the file backs a loop device (`LOOP_SET_BLOCK_SIZE` on a loop
+    /// device below), unlike the direct-I/O alignment a file system reports.
+    pub(crate) fn current_block_size(&self) -> Option<u32> {
+        let bdev = self.bdev()?;
+        // SAFETY: The block device of an open device node, its disk and queue live as long as
+        // the file. The limits may be updated meanwhile (`queue_limits_commit_update`): a
+        // volatile read of the aligned `u32` sees the old or the new size, as
+        // `bdev_logical_block_size` does.
+        Some(unsafe {
+            core::ptr::read_volatile(core::ptr::addr_of!(
+                (*(*(*bdev).bd_disk).queue).limits.logical_block_size
+            ))
+        })
+    }
+
     /// Whether the data ends up on a rotational device.
     pub(crate) fn is_rotational(&self) -> bool {
         match self.underlying_bdev() {
