@@ -1208,6 +1208,12 @@ class Gen:
                     start += 1
                 return (bytearray(struct.pack("QQ", start, length)), f" {start}+{length}")
             dev, r = self.simple_ioctl(f"BLK{k.upper()}", cmd, argf)
+            # Through a chain it reaches the loop devices below as fallocate of their backing,
+            # whose refusal lowers their discard and write-zeroes limits: read those back too.
+            lower = self.lower_of(dev)
+            while lower is not None and lower.n not in self.touched:
+                self.touched.add(lower.n)
+                lower = self.lower_of(lower)
 
     def stale_blocksize(self, dev, fd):
         """The block device's page-cache block size (BLKBSZGET: fixed at its first open) when

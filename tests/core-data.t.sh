@@ -203,6 +203,32 @@ t_data_write_zeroes_nounmap_through_chain() {
 	detach "$lower"
 }
 
+# A buffered read that the backing stops short of, before its end, fails: it is not end of
+# file. A loop device with 4 KiB blocks over a file of 1 MiB + 512 bytes has a partial last
+# block, which its page cache cannot read (the block layer refuses the 512-byte bio that is
+# left of it); a device on it, in buffered mode, reading the last 1 KiB gets 512 bytes from the
+# first read of the lower device and an error from the next. loop.c fails the request (EIO);
+# rust_loop once took the short read for end of file and returned zeroes for the 512 bytes of
+# data the file has there (sequence-test seed 2356068767).
+t_data_short_backing_read_is_no_eof() {
+	load_rust_loop
+	trap cleanup_loops EXIT
+	head -c $(((1 << 20) + 512)) /dev/urandom >"$T/img"
+	local lower upper
+	lower=$(attach "$T/img" --sector-size 4096)
+	upper=$(attach "$lower")
+	assert_eq "$(devsize "$upper")" $(((1 << 20) + 512)) "the upper device's size"
+	# One request of 1 KiB (dd bs=512 would make two).
+	if dd if="$upper" of="$T/out" bs=1024 skip=$(((1 << 20) - 512)) count=1 iflag=direct,skip_bytes status=none 2>"$T/err"; then
+		[ "$(stat -c %s "$T/out")" = 0 ] || cmp "$T/out" <(tail -c 1024 "$T/img") ||
+			fail "the last 1 KiB read as other data than the file's (zeroes for what the lower device could not read)"
+	else
+		grep -q "Input/output error" "$T/err" || fail "the read failed with: $(cat "$T/err")"
+	fi
+	detach "$upper"
+	detach "$lower"
+}
+
 # A 1000-byte file: the device has one 512-byte sector, the file's first 512 bytes; the 488-byte
 # tail is not reachable, and writing the sector leaves the tail and the file size alone.
 t_data_file_size_not_sector_multiple() {
