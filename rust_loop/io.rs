@@ -342,21 +342,22 @@ fn rw(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>, mut pos: u64, dir:
     for bio in rq.bios() {
         let size = bio.size() as isize;
         let mut iter = IovIter::over_bio(bio, dir);
-        let mut got: isize = 0;
-        while got < size {
+        let mut left = size;
+        while left > 0 {
             let ret = file.rw_sync(dir, &mut iter, pos, rq.ioprio(), dontcache);
             if ret < 0 {
                 return ret;
             }
             done += ret;
             pos += ret as u64;
-            got += ret;
-            if ret == 0 || (got < size && dir == Dir::Write) {
+            left -= ret;
+            // A write may not stop short. A short read is end of file only if reading on from
+            // there gives nothing: the page cache also stops short when a later page fails (a
+            // backing block device's partial last block, an I/O error), and that must fail
+            // (the next read's error), not read as zeroes.
+            if left > 0 && (dir == Dir::Write || ret == 0) {
                 return if dir == Dir::Write { EIO } else { done };
             }
-            // A short read is end of file only if reading on from there gives nothing: the
-            // page cache also stops short when a later page fails (a backing block device's
-            // partial last block, an I/O error), and that must fail, not read as zeroes.
         }
     }
     done
