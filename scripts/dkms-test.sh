@@ -317,6 +317,9 @@ for n in ${DKMS_TEST_HANDOVER:-}; do
 	handover+=("$n")
 done
 for n in "${handover[@]}"; do
+	# Made here if not yet (idempotent; waits for a run that is making it: CI's matrix runs
+	# beside this test).
+	STOCK=$n bash "$ROOT/scripts/stock.sh" >/dev/null || die "DKMS_TEST_HANDOVER=$n: scripts/stock.sh failed"
 	(
 		STOCK=$n
 		stock_paths
