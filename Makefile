@@ -11,8 +11,8 @@
 #   make perfcheck       short instruction-counted bench; fails if rust_loop costs more than loop.c
 #   make split           instructions per I/O by thread class (submitters, workers, interrupts), icount
 #   make lifecycle       device create/bind/read/unbind/remove rates and idle cost, both drivers
-#   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/profile.sh)
-#   make insn-profile    exact kernel instructions per I/O by function, drivers side by side (scripts/insn-profile.sh)
+#   make profile         perf profile of one fio workload in an instruction-counted VM (scripts/bench/profile.sh)
+#   make insn-profile    exact kernel instructions per I/O by function, drivers side by side (scripts/bench/insn-profile.sh)
 #   make fstests         fstests on loop devices of rust_loop and loop.ko in a VM (docs/testing.md "fstests")
 #   make crashcheck      power cuts below the loop device, rust_loop and loop.ko (docs/testing.md "Crash consistency")
 #   make setup | kernel  install the toolchain and packages | build the kernel only
@@ -37,7 +37,7 @@ export KDIR
 # -Dwarnings: the module build must stay free of warnings.
 MODFLAGS = KRUSTFLAGS=-Dwarnings
 # make against the flavour's kernel tree (in the stock kernel's build environment for KERNEL=stock).
-KMAKE = bash scripts/kmake.sh
+KMAKE = bash scripts/kernels/kmake.sh
 
 .PHONY: all modules clean setup kernel run check check-alloc bench perfcheck profile insn-profile split lifecycle fstests fmt fmtcheck clippy deb repo lintian dkms-test pkg-matrix toolchains matrix smoke arm64-boot subset kernels kernels-table crashcheck
 
@@ -51,7 +51,7 @@ clippy:
 
 # The module and clippy with the stock kernel's toolchain and with the project's (rustup's).
 toolchains:
-	bash scripts/toolchains.sh
+	bash scripts/kernels/toolchains.sh
 
 clean:
 	@kdir=$$(bash -c 'source scripts/common.sh; kernel_dir' 2>/dev/null); \
@@ -62,7 +62,7 @@ setup:
 	bash scripts/setup.sh
 
 kernel: setup
-	bash scripts/kernel.sh >/dev/null
+	bash scripts/kernels/kernel.sh >/dev/null
 
 run:
 	bash scripts/run.sh
@@ -70,7 +70,7 @@ run:
 check:
 	bash scripts/check.sh
 
-# The tests CI runs again with slub_debug, KFENCE and page poisoning on (scripts/vm.sh:
+# The tests CI runs again with slub_debug, KFENCE and page poisoning on (scripts/vm/vm.sh:
 # VM_DEBUG_ALLOC): those that allocate and free the most (ioctls, the fuzzer, device add/remove,
 # module reloads, faults under I/O), the fuzzer and the reload cycles shortened (40,000 ioctls,
 # 20 cycles): about 12 minutes under TCG on 2 cores.
@@ -80,54 +80,54 @@ check-alloc:
 		bash scripts/check.sh '$(CHECK_ALLOC_TESTS)'
 
 bench:
-	bash scripts/bench.sh
+	bash scripts/bench/bench.sh
 
 perfcheck:
 	BENCH_CLOCK=icount BENCH_QUICK=1 BENCH_GATE=$${BENCH_GATE:-1.05} \
-		BENCH_GATE_EXEMPT=$${BENCH_GATE_EXEMPT-} bash scripts/bench.sh
+		BENCH_GATE_EXEMPT=$${BENCH_GATE_EXEMPT-} bash scripts/bench/bench.sh
 
 profile:
-	bash scripts/profile.sh
+	bash scripts/bench/profile.sh
 
 insn-profile:
-	bash scripts/insn-profile.sh
+	bash scripts/bench/insn-profile.sh
 
 split:
-	bash scripts/split.sh
+	bash scripts/bench/split.sh
 
 lifecycle:
-	bash scripts/lifecycle.sh
+	bash scripts/bench/lifecycle.sh
 
 fstests:
-	bash scripts/fstests.sh
+	bash scripts/fstests/fstests.sh
 
 crashcheck:
 	bash scripts/crashcheck.sh
 
 deb:
-	bash scripts/deb.sh
+	bash scripts/pkg/deb.sh
 
 repo:
-	bash scripts/repo.sh
+	bash scripts/pkg/repo.sh
 
 lintian:
-	bash scripts/lintian.sh
+	bash scripts/pkg/lintian.sh
 
 dkms-test:
-	bash scripts/dkms-test.sh
+	bash scripts/pkg/dkms-test.sh
 
 pkg-matrix:
-	bash scripts/pkg-matrix.sh
+	bash scripts/pkg/pkg-matrix.sh
 
 matrix:
-	bash scripts/matrix.sh
+	bash scripts/kernels/matrix.sh
 
 smoke:
-	bash scripts/smoke.sh
+	bash scripts/vm/smoke.sh
 
 # The smoke test on Debian's arm64 kernel, cross-built and emulated (docs/testing.md "arm64").
 arm64-boot:
-	bash scripts/arm64-boot.sh
+	bash scripts/vm/arm64-boot.sh
 
 # The reliability subset (tests/reliability.list: data, direct I/O, multi-queue and cgroups,
 # churn, faults, the fuzzer, reload cycles), on the kernel STOCK names (CI: the RT kernel).
@@ -136,12 +136,12 @@ subset:
 		bash scripts/check.sh "$${SUBSET_TESTS:-$$(grep -v '^#' tests/reliability.list | paste -sd'|')}"
 
 kernels:
-	python3 scripts/kernels.py
+	python3 scripts/kernels/kernels.py
 
 kernels-table:
-	python3 scripts/kernels_table.py --update
+	python3 scripts/kernels/kernels_table.py --update
 
-RUSTFMT = bash scripts/kernel.sh >/dev/null && rustfmt --edition 2021 --config-path "$$(bash -c 'source scripts/common.sh; kernel_src')/.rustfmt.toml"
+RUSTFMT = bash scripts/kernels/kernel.sh >/dev/null && rustfmt --edition 2021 --config-path "$$(bash -c 'source scripts/common.sh; kernel_src')/.rustfmt.toml"
 
 fmt:
 	$(RUSTFMT) rust_loop.rs

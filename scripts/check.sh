@@ -62,8 +62,8 @@ for t in tests/scripts/*.sh; do
 done
 
 phase_start=$SECONDS
-bash scripts/kernel.sh >/dev/null
-phase "kernel ($KERNEL: scripts/$(is_stock && echo stock || echo kernel).sh)"
+bash scripts/kernels/kernel.sh >/dev/null
+phase "kernel ($KERNEL: scripts/kernels/$(is_stock && echo stock || echo kernel).sh)"
 say "module: building rust_loop.ko"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -73,14 +73,14 @@ make -s modules 2>&1 | tee "$log" >&2
 [ -f rust_loop.ko ] || die "module build produced no rust_loop.ko"
 phase "module build (rust_loop.ko)"
 say "tests: building the test helper modules (tests/kmod)"
-bash scripts/kmake.sh -s M="$ROOT/tests/kmod" modules >&2 || die "building tests/kmod failed"
+bash scripts/kernels/kmake.sh -s M="$ROOT/tests/kmod" modules >&2 || die "building tests/kmod failed"
 say "tests: building the 32-bit compat ioctl program (tests/compat)"
 gcc -m32 -static -O2 -Wall -o tests/compat/loop32 tests/compat/loop32.c ||
 	die "building tests/compat/loop32 failed (needs gcc-multilib: scripts/setup.sh installs it)"
 # aio-stress (tests/dio-hang), from the fstests source; without it, those tests are skipped.
-bash scripts/aio-stress.sh || die "building aio-stress failed (see above)"
+bash scripts/fstests/aio-stress.sh || die "building aio-stress failed (see above)"
 # replay-log and fsstress (tests/crash), from the same source; without it, those tests are skipped.
-bash scripts/crash-tools.sh || die "building the crash tests' tools failed (see above)"
+bash scripts/fstests/crash-tools.sh || die "building the crash tests' tools failed (see above)"
 phase "test helpers (tests/kmod, tests/compat, aio-stress, crash tools)"
 
 mkdir -p results/tests
@@ -106,17 +106,17 @@ else
 fi
 status=0
 # 4 vCPUs: the multi-queue tests run 4 hardware queues (TCG runs them on however many host cores).
-VM_CPUS=${VM_CPUS:-4} bash scripts/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda "${pass[@]}" bash tests/run.sh ||
+VM_CPUS=${VM_CPUS:-4} bash scripts/vm/vm.sh --disk "$scratch" -- env TESTS="${1:-.}" SCRATCH_DEV=/dev/vda "${pass[@]}" bash tests/run.sh ||
 	status=$?
 [ -z "$host_failures" ] || printf '%s' "$host_failures" >>results/tests/failures
 vm_secs=$((SECONDS - phase_start))
-# The DKMS package as a user installs it (scripts/dkms-test.sh: a root of the kernel's suite,
+# The DKMS package as a user installs it (scripts/pkg/dkms-test.sh: a root of the kernel's suite,
 # offline install, DKMS build, the kernel booted on it, purge), on a kernel of the matrix whose
 # row runs `package` (config/kernels.conf): one host-side test.
 if is_stock && [[ "scripts/dkms-install" =~ ${1:-.} ]] && [ "${CHECK_DKMS:-1}" = 1 ] &&
 	stock_row && stock_names package | grep -qxF "$STOCK_NAME"; then
-	say "tests: the DKMS package as a user installs it (scripts/dkms-test.sh)"
-	host_test scripts/dkms-install bash -c 'make -s deb >/dev/null && bash scripts/dkms-test.sh'
+	say "tests: the DKMS package as a user installs it (scripts/pkg/dkms-test.sh)"
+	host_test scripts/dkms-install bash -c 'make -s deb >/dev/null && bash scripts/pkg/dkms-test.sh'
 fi
 summary=$(cat results/tests/summary 2>/dev/null) || die "the VM produced no test summary (status $status)"
 # The VM's own rows: its boot, the runner and shutdown are what the tests' times do not cover.

@@ -3,9 +3,9 @@
 #
 # RUST_LOOP_CACHE   cache directory for the kernel tree, build output and tools
 #                   (default: ~/.cache/rust-loop). Everything heavy lives there.
-# KERNEL            kernel flavour: "stock" (Debian's own 7.3 kernel, the default; scripts/stock.sh),
+# KERNEL            kernel flavour: "stock" (Debian's own 7.3 kernel, the default; scripts/kernels/stock.sh),
 #                   or a kernel the project builds: "default" (tinyconfig + config/) or "debug"
-#                   (KASAN, lockdep, UBSAN, ...; scripts/kernel.sh).
+#                   (KASAN, lockdep, UBSAN, ...; scripts/kernels/kernel.sh).
 # KDIR              an already-built kernel tree to use instead of the cached one.
 # STOCK             with KERNEL=stock, the kernel of the matrix (config/kernels.conf) to build
 #                   for and boot (default: its first row, Debian's 7.3 amd64 kernel).
@@ -122,13 +122,13 @@ kernel_dir() {
 # Checks that a kernel tree is built and can build Rust modules.
 check_kdir() {
 	local kdir=$1
-	[ -d "$kdir" ] || die "KDIR=$kdir does not exist: run scripts/kernel.sh or point KDIR at a built kernel tree"
+	[ -d "$kdir" ] || die "KDIR=$kdir does not exist: run scripts/kernels/kernel.sh or point KDIR at a built kernel tree"
 	[ -f "$kdir/Makefile" ] && [ -f "$kdir/.config" ] ||
-		die "KDIR=$kdir is not a configured kernel tree (no Makefile/.config): run scripts/kernel.sh"
+		die "KDIR=$kdir is not a configured kernel tree (no Makefile/.config): run scripts/kernels/kernel.sh"
 	grep -q '^CONFIG_RUST=y' "$kdir/.config" ||
-		die "kernel at $kdir has no CONFIG_RUST=y: rebuild it with Rust support (scripts/kernel.sh does)"
+		die "kernel at $kdir has no CONFIG_RUST=y: rebuild it with Rust support (scripts/kernels/kernel.sh does)"
 	[ -f "$kdir/Module.symvers" ] ||
-		die "kernel at $kdir is not built (no Module.symvers): run 'make' in it, or scripts/kernel.sh"
+		die "kernel at $kdir is not built (no Module.symvers): run 'make' in it, or scripts/kernels/kernel.sh"
 	[ -f "$kdir/rust/kernel.o" ] || [ -f "$kdir/rust/libkernel.rmeta" ] ||
 		die "kernel at $kdir has no Rust metadata (rust/libkernel.rmeta): build it with CONFIG_RUST=y"
 }

@@ -9,11 +9,11 @@ cd "$ROOT"
 if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ]; then
 	bash scripts/setup.sh
 fi
-bash scripts/kernel.sh >/dev/null
+bash scripts/kernels/kernel.sh >/dev/null
 say "module: building rust_loop.ko"
 make -s modules >&2 || die "module build failed"
 mkdir -p results/run
 scratch="$CACHE/run-scratch.img"
 rm -f "$scratch" && truncate -s 2G "$scratch"
-bash scripts/vm.sh --disk "$scratch" -- env IMAGE_MB="${IMAGE_MB:-512}" FIO_RUNTIME="${FIO_RUNTIME:-10}" \
-	SCRATCH_DEV=/dev/vda bash scripts/guest-run.sh
+bash scripts/vm/vm.sh --disk "$scratch" -- env IMAGE_MB="${IMAGE_MB:-512}" FIO_RUNTIME="${FIO_RUNTIME:-10}" \
+	SCRATCH_DEV=/dev/vda bash scripts/guest/guest-run.sh

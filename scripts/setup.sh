@@ -3,7 +3,7 @@
 #
 #  - apt: bookworm-backports (qemu 10) and trixie-backports pinned low so that only
 #    linux-source-7.3 comes from it (the stock kernel's packages are fetched from it by
-#    scripts/stock.sh with apt-get download); kernel build deps; libclang 19; debootstrap and
+#    scripts/kernels/stock.sh with apt-get download); kernel build deps; libclang 19; debootstrap and
 #    busybox-static (the stock flavour); guest userspace for the tests.
 #  - rustup's rust-src, bindgen-cli, and virtme-ng in a venv under the cache directory.
 #  - SETUP_ARM64=1 (make arm64-boot): qemu-system-arm from bookworm-backports, as qemu-system-x86
@@ -27,14 +27,14 @@ APT_PKGS=(
 	libaio-dev
 	# backing file systems of the data-path tests
 	btrfs-progs
-	# the stock kernel flavour (scripts/stock.sh): its build root is made by debootstrap, and
+	# the stock kernel flavour (scripts/kernels/stock.sh): its build root is made by debootstrap, and
 	# virtme-ng makes the initramfs of a modular distribution kernel with busybox
 	debootstrap busybox-static
 )
 # The project's own kernels (KERNEL=default|debug) and the project's toolchain (make toolchains):
 # the kernel source, libclang for the host's bindgen, LLVM for the debug flavour (KASAN + Rust
 # needs clang), bindgen-cli. The stock flavour (the default) needs none of them: its toolchain is
-# Debian's, in its own build root (scripts/stock.sh).
+# Debian's, in its own build root (scripts/kernels/stock.sh).
 PROJECT_PKGS=(libclang-19-dev clang-19 lld-19 llvm-19 "linux-source-$KVER_SERIES")
 project=0
 if [ "$KERNEL" != stock ] || [ -n "${KDIR:-}" ] || [ "${SETUP_PROJECT_TOOLCHAIN:-0}" = 1 ]; then

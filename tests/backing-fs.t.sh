@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The backing-file-system matrix (issue 15): the data path on backing files on xfs, ext4, btrfs
+# The backing file systems (issue 15): the data path on backing files on xfs, ext4, btrfs
 # and tmpfs, each in direct-I/O and in buffered mode, and on xfs, ext4 and btrfs made on another
 # rust_loop device (loop on a file system on loop). Each case: fio with crc32c verification,
 # libaio at depth 16 and psync (so that both queue_rq's NOWAIT path and the worker get requests),
@@ -9,16 +9,16 @@
 
 # (TEST_DRIVER=loop: the same cases on loop.c, fio and loop/dio only.)
 
-# matrix_io DEV: verified random I/O at depth, then psync reads one at a time
-matrix_io() {
+# backing_io DEV: verified random I/O at depth, then psync reads one at a time
+backing_io() {
 	local dev=$1
 	fio_verify "$dev" --iodepth=16 --rw=randrw --bssplit=4k/50:64k/30:256k/20 --size=32M
 	fio --name=p --filename="$dev" --direct=1 --ioengine=psync --rw=randread --bs=4k --size=32M \
 		--io_size=4M --output=/dev/null || fail "psync reads failed on $dev"
 }
 
-# matrix_check DEV FS MODE: the counters of DEV after matrix_io, for backing FS in MODE (on|off)
-matrix_check() {
+# backing_check DEV FS MODE: the counters of DEV after backing_io, for backing FS in MODE (on|off)
+backing_check() {
 	local dev=$1 fs=$2 mode=$3 n dio nowait worker
 	n=$(basename "$dev")
 	dio=$(cat "/sys/block/$n/loop/dio")
@@ -46,8 +46,8 @@ matrix_check() {
 	esac
 }
 
-# matrix_case FS MODE: a backing file on FS (the scratch disk, or tmpfs)
-matrix_case() {
+# backing_case FS MODE: a backing file on FS (the scratch disk, or tmpfs)
+backing_case() {
 	local fs=$1 mode=$2 dev
 	load_rust_loop
 	trap 'cleanup_loops; scratch_umount' EXIT
@@ -55,14 +55,14 @@ matrix_case() {
 	truncate -s 64M "$SCRATCH/img"
 	dev=$(losetup -f --show --direct-io="$mode" "$SCRATCH/img") || fail "losetup on $fs failed"
 	udevadm settle 2>/dev/null || true
-	matrix_io "$dev"
-	matrix_check "$dev" "$fs" "$mode"
+	backing_io "$dev"
+	backing_check "$dev" "$fs" "$mode"
 	losetup -d "$dev"
 }
 
-# matrix_stacked FS: the backing file on FS made on another rust_loop device (over a file on
+# backing_stacked FS: the backing file on FS made on another rust_loop device (over a file on
 # XFS), both in direct-I/O mode
-matrix_stacked() {
+backing_stacked() {
 	local fs=$1 lower upper
 	load_rust_loop
 	trap 'cleanup_loops; scratch_umount' EXIT
@@ -79,22 +79,22 @@ matrix_stacked() {
 	truncate -s 64M "$T/upper/img"
 	upper=$(losetup -f --show --direct-io=on "$T/upper/img") || fail "losetup upper failed"
 	udevadm settle 2>/dev/null || true
-	matrix_io "$upper"
-	matrix_check "$upper" "$fs" on
+	backing_io "$upper"
+	backing_check "$upper" "$fs" on
 	is_rust && log "lower device: nowait_completions $(stat_of "$lower" nowait_completions), worker_submissions $(stat_of "$lower" worker_submissions), nowait_skip_nested $(stat_of "$lower" nowait_skip_nested)"
 	losetup -d "$upper"
 	wait_for 10 umount "$T/upper" || fail "umount $T/upper failed"
 	losetup -d "$lower"
 }
 
-t_matrix_xfs_dio() { matrix_case xfs on; }
-t_matrix_xfs_buffered() { matrix_case xfs off; }
-t_matrix_ext4_dio() { matrix_case ext4 on; }
-t_matrix_ext4_buffered() { matrix_case ext4 off; }
-t_matrix_btrfs_dio() { matrix_case btrfs on; }
-t_matrix_btrfs_buffered() { matrix_case btrfs off; }
-t_matrix_tmpfs_dio() { matrix_case tmpfs on; }
-t_matrix_tmpfs_buffered() { matrix_case tmpfs off; }
-t_matrix_stacked_xfs() { matrix_stacked xfs; }
-t_matrix_stacked_ext4() { matrix_stacked ext4; }
-t_matrix_stacked_btrfs() { matrix_stacked btrfs; }
+t_xfs_dio() { backing_case xfs on; }
+t_xfs_buffered() { backing_case xfs off; }
+t_ext4_dio() { backing_case ext4 on; }
+t_ext4_buffered() { backing_case ext4 off; }
+t_btrfs_dio() { backing_case btrfs on; }
+t_btrfs_buffered() { backing_case btrfs off; }
+t_tmpfs_dio() { backing_case tmpfs on; }
+t_tmpfs_buffered() { backing_case tmpfs off; }
+t_stacked_xfs() { backing_stacked xfs; }
+t_stacked_ext4() { backing_stacked ext4; }
+t_stacked_btrfs() { backing_stacked btrfs; }

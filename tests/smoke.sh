@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The smoke test of a kernel of the matrix, in the VM (scripts/smoke.sh boots it): what a user
+# The smoke test of a kernel of the matrix, in the VM (scripts/vm/smoke.sh boots it): what a user
 # does first, end to end, with nothing else loaded.
 #
 #   tests/smoke.sh KO SCRATCH_DEV

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""Host half of scripts/bench.sh: turns results/bench/bench.json (every sample, written by
-scripts/guest-bench.py in the VM) into medians, ratios and PASS/MISS verdicts.
+"""Host half of scripts/bench/bench.sh: turns results/bench/bench.json (every sample, written by
+scripts/guest/guest-bench.py in the VM) into medians, ratios and PASS/MISS verdicts.
 
     bench-report.py results/bench/bench.json [--vm-seconds N] [--gate F]
 

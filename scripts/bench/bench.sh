@@ -3,9 +3,9 @@
 # of the same kernel and the rublk ublk loop target, in buffered and dio mode, in one VM boot.
 # See BENCHMARKS.md. Results: results/bench/{bench.json,summary.md,ratios.png}.
 #
-#   scripts/bench.sh                      full run (3 rounds x 3 s cells, 1 GiB backing files)
-#   BENCH_QUICK=1 scripts/bench.sh        smoke run (1 round x 1 s, 2 workloads: a few minutes)
-#   BENCH_CLOCK=icount scripts/bench.sh   instruction-counted run (see below), results/bench-icount
+#   scripts/bench/bench.sh                      full run (3 rounds x 3 s cells, 1 GiB backing files)
+#   BENCH_QUICK=1 scripts/bench/bench.sh        smoke run (1 round x 1 s, 2 workloads: a few minutes)
+#   BENCH_CLOCK=icount scripts/bench/bench.sh   instruction-counted run (see below), results/bench-icount
 #   make perfcheck                        = BENCH_CLOCK=icount BENCH_QUICK=1 BENCH_GATE=1.05
 #
 # BENCH_CLOCK=icount boots the guest with QEMU's `-icount shift=0,sleep=off`: guest time advances
@@ -40,7 +40,7 @@
 #                         this rust_loop.ko (another build; default the one built here) with these
 #                         module parameters, its cells interleaved with rust_loop's; summary.md
 #                         gains the "A/B" table (per round, and the median difference)
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
 if [ -n "${BENCH_B_KO:-}" ]; then
 	[ -f "$BENCH_B_KO" ] || die "BENCH_B_KO: no such file: $BENCH_B_KO"
@@ -89,7 +89,7 @@ BENCH_RUBLK_VERSION=${BENCH_RUBLK_VERSION:-0.2.15}
 if [ "$(id -u)" = 0 ] && [ -z "${KDIR:-}" ] && [ "${BENCH_NO_SETUP:-0}" != 1 ]; then
 	bash scripts/setup.sh
 fi
-bash scripts/kernel.sh >/dev/null
+bash scripts/kernels/kernel.sh >/dev/null
 say "module: building rust_loop.ko"
 make -s modules >&2 || die "module build failed"
 
@@ -157,7 +157,7 @@ status=0
 done) >"$OUT/host-load.txt" 2>/dev/null &
 sampler=$!
 trap 'kill "$sampler" 2>/dev/null || true' EXIT
-bash scripts/vm.sh --disk "$img" --mem "${BENCH_VM_MEM:-4G}" -- env \
+bash scripts/vm/vm.sh --disk "$img" --mem "${BENCH_VM_MEM:-4G}" -- env \
 	BENCH_RUNTIME="$BENCH_RUNTIME" BENCH_ROUNDS="$BENCH_ROUNDS" BENCH_FILE_MB="$BENCH_FILE_MB" \
 	BENCH_PAGECACHE_MB="$BENCH_PAGECACHE_MB" BENCH_WORKLOADS="${BENCH_WORKLOADS:-}" \
 	BENCH_DRIVERS="${BENCH_DRIVERS:-}" BENCH_BACKINGS="${BENCH_BACKINGS:-}" \
@@ -165,14 +165,14 @@ bash scripts/vm.sh --disk "$img" --mem "${BENCH_VM_MEM:-4G}" -- env \
 	BENCH_CLOCK="$BENCH_CLOCK" BENCH_RUST_LOOP_PARAMS="${BENCH_RUST_LOOP_PARAMS:-}" \
 	BENCH_B_KO="${BENCH_B_KO:-}" BENCH_B_PARAMS="${BENCH_B_PARAMS:-}" BENCH_RUBLK="$rublk" BENCH_RUBLK_NOTE="$rublk_note" \
 	BENCH_UBLK_OPTS="${BENCH_UBLK_OPTS:-}" BENCH_ACCEL="$accel" BENCH_GIT="$git_desc" \
-	BENCH_OUT="$OUT" python3 scripts/guest-bench.py || status=$?
+	BENCH_OUT="$OUT" python3 scripts/guest/guest-bench.py || status=$?
 vm_secs=$(($(date +%s) - vm_start))
 kill "$sampler" 2>/dev/null || true
 rm -f "$img"
 [ -f "$OUT/bench.json" ] || die "the guest wrote no $OUT/bench.json (exit status $status)"
 [ $status = 0 ] || say "bench: the guest exited with status $status; reporting what it recorded"
 
-"$py" scripts/bench-report.py "$OUT/bench.json" --vm-seconds "$vm_secs" \
+"$py" scripts/bench/bench-report.py "$OUT/bench.json" --vm-seconds "$vm_secs" \
 	--host-load "$OUT/host-load.txt" ${BENCH_GATE:+--gate "$BENCH_GATE"} \
 	${BENCH_GATE_EXEMPT:+--gate-exempt "$BENCH_GATE_EXEMPT"} || rstatus=$?
 [ "${rstatus:-0}" = 0 ] || [ "${rstatus:-0}" = 3 ] || die "bench-report.py failed"

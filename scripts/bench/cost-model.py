@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 """Projects `make split`'s per-thread costs onto hosts with more CPUs (BENCHMARKS.md "Many cores").
 
-  scripts/cost-model.py [SPLIT_JSON] [--rate R] [--device D] [--latency-us L] [--cpus 2,4,16,64]
+  scripts/bench/cost-model.py [SPLIT_JSON] [--rate R] [--device D] [--latency-us L] [--cpus 2,4,16,64]
                         [--markdown] [--check WALL_JSON]
 
 A bottleneck model, no queueing: each design's IOPS on N CPUs at R instructions per second per
@@ -26,7 +26,7 @@ Costs are instructions per I/O from split.json (one vCPU, icount: exact), per de
   rust_loop_percpu  the default policy with a hardware queue per CPU: rust_loop's costs, W =
                   min(queues, 2 J) workers from 4 CPUs (min(queues, J) below), queues =
                   min(N, MAX_QUEUES) (--max-queues, default 8)
---check compares the 1- and 2-CPU projections with wall-clock runs (scripts/guest-bench.py's
+--check compares the 1- and 2-CPU projections with wall-clock runs (scripts/guest/guest-bench.py's
 bench.json of VM_CPUS=1 and VM_CPUS=2 runs, given as ONE.json,TWO.json): IOPS, with R fitted on
 the one-CPU run's raw cells, and the scaling (2 CPUs over 1, 2 hardware queues over 1), where R
 cancels out; prints each error (median over rounds, the rounds' spread in brackets).

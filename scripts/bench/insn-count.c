@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A QEMU TCG plugin for scripts/insn-profile.sh: counts the guest kernel's instructions per
+ * A QEMU TCG plugin for scripts/bench/insn-profile.sh: counts the guest kernel's instructions per
  * translation block, exactly (every execution of a block adds its instruction count), and
  * writes the counts to DIR/snap-N each time the guest enters the kernel function whose address
  * it wrote to DIR/trigger (the guest's `sysfs(2)` handler: nothing else calls it).

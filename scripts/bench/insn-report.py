@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The report of scripts/insn-profile.sh: the guest kernel's instructions per I/O, by function.
+"""The report of scripts/bench/insn-profile.sh: the guest kernel's instructions per I/O, by function.
 
-  scripts/insn-report.py DIR [--top N]
+  scripts/bench/insn-report.py DIR [--top N]
 
 Reads DIR/<driver>.json, the plugin's two snapshots around each driver's fio run and the
 driver's kallsyms; writes DIR/report.md: per driver the kernel's instructions per I/O and its

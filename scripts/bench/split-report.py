@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The host half of scripts/split.sh: splits each cell's instructions by the thread that ran them.
+"""The host half of scripts/bench/split.sh: splits each cell's instructions by the thread that ran them.
 
-  scripts/split-report.py DIR      (DIR: results/split, one <cell>.json per cell)
+  scripts/bench/split-report.py DIR      (DIR: results/split, one <cell>.json per cell)
 
 Under icount on one vCPU a task's run time in nanoseconds is the instructions it executed
 (interrupts it took included). Classes, by task name:

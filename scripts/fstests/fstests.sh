@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # fstests (xfstests) on file systems on loop devices, in a VM: rust_loop and the C loop.ko.
 #
-#   scripts/fstests.sh          (make fstests)
-#   FSTESTS_LIST="generic/013 generic/113" FSTESTS_DRIVERS=rust_loop FSTESTS_FS=xfs scripts/fstests.sh
+#   scripts/fstests/fstests.sh          (make fstests)
+#   FSTESTS_LIST="generic/013 generic/113" FSTESTS_DRIVERS=rust_loop FSTESTS_FS=xfs scripts/fstests/fstests.sh
 #
 # On the host (idempotent): the Debian packages fstests builds with and runs with, its users and
 # groups (fsgqa, fsgqa2, 123456-fsgqa; the guest shares the host's /etc), and fstests itself,
-# built from the fstests source at its pinned commit (scripts/third_party.sh: $RUST_LOOP_THIRD_PARTY,
+# built from the fstests source at its pinned commit (scripts/fstests/third_party.sh: $RUST_LOOP_THIRD_PARTY,
 # ../shared/third_party, or fetched upstream into the cache; CI reaches only the package registries,
 # so there the snapshot is used) into $CACHE/fstests-<tarball hash>, marked built by .rust-loop-built.
 # Then the kernel and rust_loop.ko, and a VM with a sparse scratch disk (/dev/vda) that runs
-# scripts/guest-fstests.sh: per driver (FSTESTS_DRIVERS) and file system under test (FSTESTS_FS)
+# scripts/guest/guest-fstests.sh: per driver (FSTESTS_DRIVERS) and file system under test (FSTESTS_FS)
 # two backing files on the scratch disk's file system (FSTESTS_BACKING) become TEST_DEV and
 # SCRATCH_DEV through `losetup --direct-io=$FSTESTS_DIO`, and fstests' ./check runs each test of
 # FSTESTS_LIST, FSTESTS_ITER times, each run under a time limit (see the guest script for the
@@ -48,13 +48,13 @@
 # Results in results/fstests/ (see docs/testing.md "fstests"). The last line is "N passed, N failed"
 # (a test that did not run on a driver, _notrun, is neither); the exit status is non-zero on a
 # failure, a hang, a guest error, or when nothing passed.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
 
-# The fstests source at its pinned commit: scripts/third_party.sh says where it looked and how to
+# The fstests source at its pinned commit: scripts/fstests/third_party.sh says where it looked and how to
 # provide it when it finds none.
 if [ -z "${FSTESTS_TARBALL:-}" ]; then
-	FSTESTS_TARBALL=$(bash scripts/third_party.sh fstests) ||
+	FSTESTS_TARBALL=$(bash scripts/fstests/third_party.sh fstests) ||
 		die "make fstests needs the fstests source (see above)"
 fi
 FSTESTS_DRIVERS=${FSTESTS_DRIVERS:-rust_loop loop}
@@ -76,7 +76,7 @@ for d in $FSTESTS_DRIVERS; do
 done
 
 # shellcheck source=fstests-build.sh
-source "$ROOT/scripts/fstests-build.sh"
+source "$ROOT/scripts/fstests/fstests-build.sh"
 
 # The users and groups some tests switch to (fstests' README). The guest sees the host's /etc.
 fstests_users() {
@@ -102,7 +102,7 @@ fstests_packages
 fst=$(fstests_build)
 [ "${FSTESTS_BUILD_ONLY:-0}" = 0 ] || exit 0
 
-bash scripts/kernel.sh >/dev/null
+bash scripts/kernels/kernel.sh >/dev/null
 if [[ " $FSTESTS_DRIVERS " == *" rust_loop "* ]]; then
 	say "module: building rust_loop.ko"
 	make -s modules >&2 || die "module build failed"
@@ -170,8 +170,8 @@ say "fstests: ${#planned[@]} runs, $todo to do (drivers: $FSTESTS_DRIVERS; fs: $
 	"${FSTESTS_TIMEOUT}s limit per ./check, VM deadline ${deadline}s"
 status=0
 # -k: vm.sh kills the guest (its EXIT trap) when timeout's TERM reaches it.
-timeout -k 60 "$deadline" bash scripts/vm.sh --disk "$scratch" -- \
-	env FSTESTS_SRC="$fst" SCRATCH_DEV=/dev/vda "${pass[@]}" bash scripts/guest-fstests.sh || status=$?
+timeout -k 60 "$deadline" bash scripts/vm/vm.sh --disk "$scratch" -- \
+	env FSTESTS_SRC="$fst" SCRATCH_DEV=/dev/vda "${pass[@]}" bash scripts/guest/guest-fstests.sh || status=$?
 [ "$status" != 124 ] || say "fstests: the VM did not finish within ${deadline}s: killed"
 
 # A test the VM died or was killed in (it records "current" before each test).

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The guest half of scripts/bench.sh (runs inside the VM as root).
+"""The guest half of scripts/bench/bench.sh (runs inside the VM as root).
 
 Prepares two XFS backing files (one on the virtio disk of vm.sh --disk, one on a memory-backed
 null_blk device), then runs every fio cell against each target — the raw backing file with
@@ -10,10 +10,10 @@ rotated from group to group (loop.ko and rust_loop.ko both use major 7: only one
 time); a driver's workloads run in one fio process, and fio's exec hooks snapshot /proc/stat
 around each job for the context-switch and CPU-time deltas. Then it measures the page-cache growth
 of an O_DIRECT read through each driver in each mode. Every sample goes to $BENCH_OUT/bench.json,
-rewritten after each group; scripts/bench-report.py turns it into the tables, the chart and the
+rewritten after each group; scripts/bench/bench-report.py turns it into the tables, the chart and the
 PASS/MISS verdicts.
 
-Environment (scripts/bench.sh sets them; defaults in brackets):
+Environment (scripts/bench/bench.sh sets them; defaults in brackets):
   BENCH_RUNTIME [3]        seconds per fio cell
   BENCH_ROUNDS [3]         rounds (medians over rounds)
   BENCH_FILE_MB [1024]     size of each backing file
@@ -45,7 +45,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = os.environ
 
 

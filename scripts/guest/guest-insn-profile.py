@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The guest half of scripts/insn-profile.sh (runs in the instruction-counted VM as root).
+"""The guest half of scripts/bench/insn-profile.sh (runs in the instruction-counted VM as root).
 
 Sets up the bench's null_blk backing (guest-bench.py's own functions); for each driver of
 INSN_DRIVERS attaches it, saves /proc/kallsyms (with the driver's module loaded), and runs the
-workload between two snapshots of the plugin's counts (scripts/insn-count.c), which the guest
+workload between two snapshots of the plugin's counts (scripts/bench/insn-count.c), which the guest
 asks for by entering the kernel's `sysfs(2)` handler; writes <driver>.json (I/Os, snapshots).
 """
 
@@ -34,7 +34,7 @@ def snapshot(n):
         if os.path.exists(path):
             return path
         time.sleep(0.1)
-    sys.exit(f"the plugin wrote no {path}: is QEMU running scripts/insn-count.c with dir={OUT}?")
+    sys.exit(f"the plugin wrote no {path}: is QEMU running scripts/bench/insn-count.c with dir={OUT}?")
 
 
 def main():

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The guest half of scripts/lifecycle.sh (runs inside the VM as root, udev running).
+"""The guest half of scripts/bench/lifecycle.sh (runs inside the VM as root, udev running).
 
 For each driver (loop.ko, rust_loop.ko; LIFECYCLE_DRIVERS), loaded with max_loop=0 so that no
 device exists beforehand:
@@ -41,7 +41,7 @@ _spec = importlib.util.spec_from_file_location(
 GB = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(GB)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = os.environ
 N = int(ENV.get("LIFECYCLE_N", "1000"))
 TASKS = int(ENV.get("LIFECYCLE_TASKS", "8"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The guest half of scripts/profile.sh (runs in the instruction-counted VM as root).
+"""The guest half of scripts/bench/profile.sh (runs in the instruction-counted VM as root).
 
 Sets up the bench's null_blk backing (guest-bench.py's own functions), attaches the driver,
 and runs one workload under `perf record -e cpu-clock -a`; writes the reports to PROFILE_OUT.

@@ -3,7 +3,7 @@
 # image on XFS with `losetup --direct-io=on`, mkfs.ext4 + mount it, run fio on it, print results,
 # the device's state and its counters.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=$ROOT/results/run
 mkdir -p "$out"
 IMAGE_MB=${IMAGE_MB:-512}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The guest half of scripts/split.sh (runs in the instruction-counted VM as root).
+"""The guest half of scripts/bench/split.sh (runs in the instruction-counted VM as root).
 
 For each target (raw file, loop.ko, rust_loop.ko under each submission policy), mode and workload:
 attaches the device over the bench's null_blk-backed XFS file (guest-bench.py's own set-up),
@@ -8,14 +8,14 @@ starts fio, and once I/O flows takes two snapshots SPLIT_RUNTIME guest seconds a
 task's run time (/proc/PID/task/TID/schedstat, nanoseconds), /proc/stat's CPU line and the I/Os
 completed (/proc/diskstats). Under `-icount shift=0,sleep=off` on one vCPU a task's run time is
 the instructions it executed (interrupts taken while it ran included); idle time is skipped
-time, no instructions. One SPLIT_OUT/<cell>.json per cell; scripts/split-report.py classifies.
+time, no instructions. One SPLIT_OUT/<cell>.json per cell; scripts/bench/split-report.py classifies.
 
 Buffered cells run with steady writeback (vm.dirty_background_bytes = 16 MiB): each window pays
 for writing back what it dirtied, whichever driver runs. With the default threshold (a tenth of
 memory) writeback of the backing file starts inside one driver's window and not the other's, by
 timing alone.
 
-Environment (scripts/split.sh sets them):
+Environment (scripts/bench/split.sh sets them):
   SPLIT_TARGETS    comma list of raw, loop, rust_loop (default policy), rust_loop_inline
                    (nowait_max_depth=4096: deep queues stay inline), rust_loop_worker
                    (nowait_max_depth=0: the worker submits everything), rust_loop_mq2 (2 queues)

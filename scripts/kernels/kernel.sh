@@ -5,7 +5,7 @@
 #   KERNEL=default|debug|debug-rt|irqtime
 #                          flavour (config/kernel-$KERNEL.config on top of config/kernel.config,
 #                          and of its base flavour's if its first line is "# base: <flavour>");
-#                          KERNEL=stock (the default) hands over to scripts/stock.sh
+#                          KERNEL=stock (the default) hands over to scripts/kernels/stock.sh
 #   RUST_LOOP_CACHE        cache directory (default ~/.cache/rust-loop)
 #   KDIR                   use this built tree instead (checked, never rebuilt)
 #
@@ -13,7 +13,7 @@
 #
 # The build lives in $CACHE/kernel/<linux-source version>-<flavour>-<fragment hash>-rustc<version>;
 # a finished build is marked by .rust-loop-built, and a cache hit rebuilds nothing.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
 if [ -n "${KDIR:-}" ]; then
 	check_kdir "$KDIR"
@@ -22,7 +22,7 @@ if [ -n "${KDIR:-}" ]; then
 fi
 # Debian's stock kernel is not built here: fetched, with its build tree prepared.
 if is_stock; then
-	exec bash "$ROOT/scripts/stock.sh"
+	exec bash "$ROOT/scripts/kernels/stock.sh"
 fi
 
 [ -f "$ROOT/config/kernel-$KERNEL.config" ] ||

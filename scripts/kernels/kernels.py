@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Debian kernels with Rust that the archive has now, against the kernel matrix.
 
-    scripts/kernels.py [--all]        (make kernels)
+    scripts/kernels/kernels.py [--all]        (make kernels)
 
 For each suite rust_loop's users run (trixie-backports on amd64 and arm64, forky, sid,
 experimental) and each flavour (amd64, cloud-amd64, rt-amd64; arm64, cloud-arm64, rt-arm64), it
@@ -21,7 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import debian_archive as A  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUITES = (("trixie-backports", "amd64", "trixie"), ("trixie-backports", "arm64", "trixie"),
           ("forky", "amd64", "forky"), ("sid", "amd64", "sid"),
           ("experimental", "amd64", "sid"))

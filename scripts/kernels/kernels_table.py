@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """README's "Supported kernels" table, made from the kernel matrix and the results of its runs.
 
-    scripts/kernels_table.py --update    (make kernels-table)
+    scripts/kernels/kernels_table.py --update    (make kernels-table)
         Folds the results of this checkout's runs (results/matrix/results.tsv, written by
         `make matrix`, `make smoke`, `make subset`, `make check` and .ci/run) into
         docs/kernels-results.tsv, the record of the last result of each kernel and step, and
         rewrites the table between README's markers from it and config/kernels.conf.
-    scripts/kernels_table.py --check
+    scripts/kernels/kernels_table.py --check
         Exits 1 when README's table is not the one the matrix and the record make (a kernel
         added to the matrix without its table row, a table edited by hand): a host test.
-    scripts/kernels_table.py --print
+    scripts/kernels/kernels_table.py --print
         Prints the table.
-    scripts/kernels_table.py --print-results
+    scripts/kernels/kernels_table.py --print-results
         Prints the table with this checkout's results folded in, writing nothing (.ci/run).
 
 A results row is: kernel name, step (build, smoke, subset, suite, package), ok or FAIL, a
@@ -22,7 +22,7 @@ arm64-boot`, which CI does not run); one it names without a result yet as "not r
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF = os.path.join(ROOT, "config", "kernels.conf")
 RECORD = os.path.join(ROOT, "docs", "kernels-results.tsv")
 RESULTS = os.path.join(ROOT, "results", "matrix", "results.tsv")

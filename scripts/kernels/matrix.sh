@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # `make matrix`: builds rust_loop for every kernel of the matrix (config/kernels.conf), each with
-# that kernel's own toolchain in its suite's build root (scripts/stock.sh), warning-free
+# that kernel's own toolchain in its suite's build root (scripts/kernels/stock.sh), warning-free
 # (-Dwarnings) and clippy clean, in a copy of the sources of its own
 # (results/matrix/<name>/src), so that the kernels' builds do not overwrite each other or the
 # checkout's rust_loop.ko.
 #
-#   scripts/matrix.sh [NAME...]     (default: every row; MATRIX=<names> does the same)
+#   scripts/kernels/matrix.sh [NAME...]     (default: every row; MATRIX=<names> does the same)
 #
 # Writes results/matrix/<name>/{build.log,rust_loop.ko}, appends a row per kernel to
 # results/matrix/results.tsv (name, "build", ok or FAIL, the rustc, the date: README's
-# "Supported kernels" table is made from it, scripts/kernels_table.py), prints a line per kernel
+# "Supported kernels" table is made from it, scripts/kernels/kernels_table.py), prints a line per kernel
 # and "N passed, N failed"; exits non-zero when any kernel's build fails.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
 [ "$KERNEL" = stock ] && [ -z "${KDIR:-}" ] || die "make matrix builds for the stock kernels (KERNEL=stock, no KDIR)"
 
@@ -32,13 +32,13 @@ for name in "${names[@]}"; do
 	log=$dir/build.log
 	result=ok
 	(
-		STOCK=$name bash scripts/stock.sh >/dev/null || exit 1
+		STOCK=$name bash scripts/kernels/stock.sh >/dev/null || exit 1
 		git ls-files -z --cached --others --exclude-standard -- "${sources[@]}" | xargs -0 cp --parents -t "$dir/src" || exit 1
 		# Module and clippy, -Dwarnings; any other warning (C, kbuild) fails too.
-		STOCK=$name bash scripts/kmake.sh M="$ROOT/$dir/src" KRUSTFLAGS=-Dwarnings modules || exit 1
+		STOCK=$name bash scripts/kernels/kmake.sh M="$ROOT/$dir/src" KRUSTFLAGS=-Dwarnings modules || exit 1
 		cp "$dir/src/rust_loop.ko" "$dir/" || exit 1
 		rm -f "$dir/src/rust_loop_crate.o"
-		STOCK=$name bash scripts/kmake.sh M="$ROOT/$dir/src" KRUSTFLAGS=-Dwarnings CLIPPY=1 rust_loop_crate.o || exit 1
+		STOCK=$name bash scripts/kernels/kmake.sh M="$ROOT/$dir/src" KRUSTFLAGS=-Dwarnings CLIPPY=1 rust_loop_crate.o || exit 1
 	) >"$log" 2>&1 || result=FAIL
 	if [ $result = ok ] && grep -qiE '(^|: )warning[:[]' "$log"; then
 		result="FAIL (warnings)"

@@ -2,18 +2,18 @@
 # The stock kernel flavour (KERNEL=stock, the default): a Debian kernel of the kernel matrix,
 # unmodified, as users run it (config/kernels.conf pins each; STOCK=<name> picks one, the first
 # row by default). Prints the kernel build tree that modules are built against, as
-# scripts/kernel.sh does for the project's own kernels.
+# scripts/kernels/kernel.sh does for the project's own kernels.
 #
-#   scripts/stock.sh              fetch, prepare (cached) and print the build tree (a host path)
-#   scripts/stock.sh exec CMD...  run CMD in the build environment (the project at its own path)
-#   scripts/stock.sh make ARGS... make in the build tree (ARGS as for an out-of-tree module)
-#   scripts/stock.sh vmlinuz      print the path of the kernel image to boot
-#   scripts/stock.sh virtiofsd    print a directory holding a virtiofsd the host can run (the
-#                                 build root's), for a kernel without 9p (scripts/vm.sh)
+#   scripts/kernels/stock.sh              fetch, prepare (cached) and print the build tree (a host path)
+#   scripts/kernels/stock.sh exec CMD...  run CMD in the build environment (the project at its own path)
+#   scripts/kernels/stock.sh make ARGS... make in the build tree (ARGS as for an out-of-tree module)
+#   scripts/kernels/stock.sh vmlinuz      print the path of the kernel image to boot
+#   scripts/kernels/stock.sh virtiofsd    print a directory holding a virtiofsd the host can run (the
+#                                 build root's), for a kernel without 9p (scripts/vm/vm.sh)
 #
 #   STOCK=<name>                  the kernel (a row of config/kernels.conf)
 #   STOCK_IMAGE=1                 also unpack the image of a kernel of another architecture
-#                                 (arm64: scripts/arm64-boot.sh); an amd64 one always is
+#                                 (arm64: scripts/vm/arm64-boot.sh); an amd64 one always is
 #   STOCK_TOOLCHAIN=rustup        the same, for a second build tree made with the project's own
 #                                 Rust toolchain (rustup's rustc, bindgen-cli, clippy: what the
 #                                 project's kernels are built with) instead of Debian's: modules
@@ -23,7 +23,7 @@
 #
 # What it makes, once per kernel, under $RUST_LOOP_CACHE/stock/ (a second run is a cache hit):
 #  1. debs/<version>/: the kernel's image, modules, headers, kbuild and source packages, fetched
-#     from deb.debian.org (scripts/debian_archive.py: the suite's signed InRelease, the index's
+#     from deb.debian.org (scripts/kernels/debian_archive.py: the suite's signed InRelease, the index's
 #     and the packages' hashes checked; the host's apt sources play no part).
 #  2. image-<release>/: the image and modules unpacked, with depmod run; the host's
 #     /lib/modules/<release> is a symlink to it, where virtme-ng looks for a distribution kernel's
@@ -38,10 +38,10 @@
 #     are regenerated from the same kernel source (make O=<copy> rust/kernel.o, 2-3 minutes),
 #     cross-compiled for arm64.
 #
-# Building a module against it runs make inside that root (`scripts/stock.sh make M=...
-# modules`, which scripts/kmake.sh does); the headers' .kernelvariables give ARCH,
+# Building a module against it runs make inside that root (`scripts/kernels/stock.sh make M=...
+# modules`, which scripts/kernels/kmake.sh does); the headers' .kernelvariables give ARCH,
 # CROSS_COMPILE and CC.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
 stock_paths
 base=$CACHE/stock
@@ -67,7 +67,7 @@ CHROOT_PKGS=(rustc rust-src bindgen rust-clippy rustfmt libclang-dev make bc bis
 rustup_mode=0
 [ "${STOCK_TOOLCHAIN:-debian}" != rustup ] || rustup_mode=1
 stock_exec() {
-	[ -x "$croot/usr/bin/rustc" ] || die "the stock build environment is not made: run scripts/stock.sh"
+	[ -x "$croot/usr/bin/rustc" ] || die "the stock build environment is not made: run scripts/kernels/stock.sh"
 	unshare -m --propagation private bash -c '
 		set -e
 		croot=$1 root=$2 cwd=$3 rustup=$4
@@ -100,19 +100,19 @@ exec)
 	;;
 make)
 	shift
-	[ -f "$kbuild/.rust-loop-built" ] || die "the stock build tree is not made: run scripts/stock.sh"
+	[ -f "$kbuild/.rust-loop-built" ] || die "the stock build tree is not made: run scripts/kernels/stock.sh"
 	stock_exec make -C "$kbuild_in" "$@"
 	exit
 	;;
 vmlinuz)
-	[ -f "$image/boot/vmlinuz-$STOCK_KREL" ] || die "the stock kernel image is not unpacked: run scripts/stock.sh"
+	[ -f "$image/boot/vmlinuz-$STOCK_KREL" ] || die "the stock kernel image is not unpacked: run scripts/kernels/stock.sh"
 	echo "$image/boot/vmlinuz-$STOCK_KREL"
 	exit 0
 	;;
 virtiofsd)
 	# A directory with a `virtiofsd` that runs the build root's (Debian's virtiofsd, which the
 	# host's bookworm lacks) with the root's own loader and libraries, on the host.
-	[ -x "$croot/usr/bin/rustc" ] || die "the stock build environment is not made: run scripts/stock.sh"
+	[ -x "$croot/usr/bin/rustc" ] || die "the stock build environment is not made: run scripts/kernels/stock.sh"
 	if [ ! -x "$croot/usr/libexec/virtiofsd" ]; then
 		say "stock: installing virtiofsd in $croot"
 		stock_exec sh -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends virtiofsd' >&2 ||
@@ -124,7 +124,7 @@ virtiofsd)
 	mkdir -p "$bin"
 	cat >"$bin/virtiofsd.new" <<-EOF
 		#!/bin/sh
-		# Made by scripts/stock.sh: $STOCK_SUITE's virtiofsd, run on the host.
+		# Made by scripts/kernels/stock.sh: $STOCK_SUITE's virtiofsd, run on the host.
 		exec "$loader" --library-path "$croot/lib/x86_64-linux-gnu:$croot/usr/lib/x86_64-linux-gnu" "$croot/usr/libexec/virtiofsd" "\$@"
 	EOF
 	chmod +x "$bin/virtiofsd.new" && mv "$bin/virtiofsd.new" "$bin/virtiofsd"
@@ -133,7 +133,7 @@ virtiofsd)
 	exit 0
 	;;
 "") ;;
-*) die "usage: scripts/stock.sh [exec CMD... | make ARGS... | vmlinuz | virtiofsd]" ;;
+*) die "usage: scripts/kernels/stock.sh [exec CMD... | make ARGS... | vmlinuz | virtiofsd]" ;;
 esac
 
 image_ready() {
@@ -151,7 +151,7 @@ cache_hit() {
 }
 # A finished kernel needs no lock: its markers are written last.
 cache_hit
-[ "$(id -u)" = 0 ] || die "scripts/stock.sh must run as root (debootstrap, chroot, /lib/modules)"
+[ "$(id -u)" = 0 ] || die "scripts/kernels/stock.sh must run as root (debootstrap, chroot, /lib/modules)"
 mkdir -p "$base"
 exec 9>"$base/.lock"
 if ! flock -n 9; then
@@ -165,7 +165,7 @@ fi
 fetch() { # fetch ARCH PACKAGE...: each at the row's version, into $debs
 	local arch=$1
 	shift
-	python3 "$ROOT/scripts/debian_archive.py" fetch "$STOCK_PKGS" "$arch" "$debs" \
+	python3 "$ROOT/scripts/kernels/debian_archive.py" fetch "$STOCK_PKGS" "$arch" "$debs" \
 		"${@/%/=$STOCK_DEBVER}" >/dev/null ||
 		die "fetching $* ($arch) from $STOCK_PKGS failed (see above)"
 }

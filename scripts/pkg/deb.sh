@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian source package rust-loop and its binary package rust-loop-dkms (make deb), the
 # Debian way: debian/ with debhelper and dh-dkms, `dpkg-buildpackage -us -uc` in the packaging
-# root (scripts/debroot.sh, Debian trixie), from a copy of the checkout's files. Prints the .deb's
+# root (scripts/pkg/debroot.sh, Debian trixie), from a copy of the checkout's files. Prints the .deb's
 # path; everything lands in results/deb/:
 #
 #   rust-loop_<version>.dsc, rust-loop_<version>.tar.xz   the native source package
@@ -15,15 +15,15 @@
 # release and before the next one; while the top entry's distribution is UNRELEASED (a release
 # in the making), <release>~git<commits since the entry>.g<commit>[.dirty], before the release.
 #
-#   scripts/deb.sh                     build (a build of the same version and files is reused)
+#   scripts/pkg/deb.sh                     build (a build of the same version and files is reused)
 #   RUST_LOOP_DEB_VERSION=V ...        package as version V, above the one it would get, with a
-#                                      changelog entry of its own (scripts/dkms-test.sh: the upgrade)
+#                                      changelog entry of its own (scripts/pkg/dkms-test.sh: the upgrade)
 #   RUST_LOOP_DEB_OUT=DIR ...          into DIR instead of results/deb/
-#   scripts/deb.sh version             print the version a build would get, and nothing else
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+#   scripts/pkg/deb.sh version             print the version a build would get, and nothing else
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
 command -v git >/dev/null && git rev-parse --git-dir >/dev/null 2>&1 ||
-	die "scripts/deb.sh builds from a git checkout (an unpacked source package builds with dpkg-buildpackage)"
+	die "scripts/pkg/deb.sh builds from a git checkout (an unpacked source package builds with dpkg-buildpackage)"
 
 # The release: the top entry of debian/changelog, and the commit that made it.
 release=$(sed -n '1s/^rust-loop (\([^)]*\)) .*/\1/p' debian/changelog)
@@ -71,9 +71,9 @@ if [ "${1:-}" = version ]; then
 	exit 0
 fi
 version_built=${bump:-$version}
-[ $# = 0 ] || die "usage: scripts/deb.sh [version]"
+[ $# = 0 ] || die "usage: scripts/pkg/deb.sh [version]"
 
-debroot=$(bash "$ROOT/scripts/debroot.sh") || die "scripts/debroot.sh failed"
+debroot=$(bash "$ROOT/scripts/pkg/debroot.sh") || die "scripts/pkg/debroot.sh failed"
 out=${RUST_LOOP_DEB_OUT:-$ROOT/results/deb}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -123,12 +123,12 @@ fi
 
 say "deb: dpkg-buildpackage -us -uc for rust-loop $version (in the packaging root)"
 log=$out/build.log
-bash "$ROOT/scripts/debroot.sh" exec bash -c 'cd "$1" && dpkg-buildpackage -us -uc' _ "${src#"$debroot"}" >"$log.new" 2>&1 || {
+bash "$ROOT/scripts/pkg/debroot.sh" exec bash -c 'cd "$1" && dpkg-buildpackage -us -uc' _ "${src#"$debroot"}" >"$log.new" 2>&1 || {
 	mv "$log.new" "$log"
 	tail -n 30 "$log" >&2
 	die "dpkg-buildpackage failed (log: $log)"
 }
-# Only this build's files stay: scripts/repo.sh publishes what is here.
+# Only this build's files stay: scripts/pkg/repo.sh publishes what is here.
 rm -f "$out"/rust-loop_* "$out"/rust-loop-dkms_* "$out/.source"
 mv "$log.new" "$log"
 for f in "$build"/rust-loop_"$version"* "$build"/rust-loop-dkms_"$version"_*; do

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The packaging root: a Debian trixie root file system (debootstrap, minbase) holding Debian's
 # packaging tools, debhelper, dh-dkms, lintian, apt-utils and dpkg-dev, in which `make deb`
-# (scripts/deb.sh) builds the source and binary packages with dpkg-buildpackage, lintian
-# (scripts/lintian.sh) checks them and `make repo` (scripts/repo.sh) indexes the apt repository
+# (scripts/pkg/deb.sh) builds the source and binary packages with dpkg-buildpackage, lintian
+# (scripts/pkg/lintian.sh) checks them and `make repo` (scripts/pkg/repo.sh) indexes the apt repository
 # directory with apt-ftparchive. It is a root of its own, not the stock kernel's build root
-# (scripts/stock.sh), so that the tools' dependencies never touch that root's toolchain.
+# (scripts/kernels/stock.sh), so that the tools' dependencies never touch that root's toolchain.
 #
-#   scripts/debroot.sh              make it (once; later runs check its packages) and print its path
-#   scripts/debroot.sh exec CMD...  run CMD in it as root, with the project directory mounted at
+#   scripts/pkg/debroot.sh              make it (once; later runs check its packages) and print its path
+#   scripts/pkg/debroot.sh exec CMD...  run CMD in it as root, with the project directory mounted at
 #                                   its own path and the working directory kept when it is in there
 #
 # It lives in $RUST_LOOP_CACHE/deb/root-trixie (about 950 MB), made in 2.5-5 minutes.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
 DEB_SUITE=trixie
 DEB_ARCHIVE=http://deb.debian.org/debian
@@ -21,7 +21,7 @@ DEB_ROOT=$CACHE/deb/root-$DEB_SUITE
 DEB_ROOT_PKGS=(build-essential debhelper dh-dkms lintian apt-utils)
 
 deb_exec() {
-	[ -f "$DEB_ROOT/.rust-loop-made" ] || die "the packaging root is not made: run scripts/debroot.sh"
+	[ -f "$DEB_ROOT/.rust-loop-made" ] || die "the packaging root is not made: run scripts/pkg/debroot.sh"
 	unshare -m --propagation private bash -c '
 		set -e
 		r=$1 root=$2 cwd=$3
@@ -42,10 +42,10 @@ exec)
 	exit
 	;;
 "") ;;
-*) die "usage: scripts/debroot.sh [exec CMD...]" ;;
+*) die "usage: scripts/pkg/debroot.sh [exec CMD...]" ;;
 esac
 
-[ "$(id -u)" = 0 ] || die "scripts/debroot.sh must run as root (debootstrap, chroot)"
+[ "$(id -u)" = 0 ] || die "scripts/pkg/debroot.sh must run as root (debootstrap, chroot)"
 mkdir -p "$CACHE/deb"
 exec 9>"$CACHE/deb/.lock"
 if ! flock -n 9; then

@@ -10,15 +10,15 @@
 # device must carry ext4 and a fio verify round, `modprobe -r loop` must unload it, and after
 # `apt purge` `modprobe loop` must give the kernel's loop.ko again.
 #
-#   scripts/dkms-test.sh                          (as root; STOCK=<name>: the kernel, default 7.3)
-#   STOCK=forky scripts/dkms-test.sh              forky's kernel on a forky root
-#   STOCK=7.3 DKMS_TEST_ALSO=7.3-cloud scripts/dkms-test.sh
+#   scripts/pkg/dkms-test.sh                          (as root; STOCK=<name>: the kernel, default 7.3)
+#   STOCK=forky scripts/pkg/dkms-test.sh              forky's kernel on a forky root
+#   STOCK=7.3 DKMS_TEST_ALSO=7.3-cloud scripts/pkg/dkms-test.sh
 #                                                 both kernels in one root (of one suite): one
 #                                                 install and one upgrade build rust_loop for
 #                                                 each, each is booted and checked
 #
 #   DKMS_TEST_HANDOVER the kernels (names) whose Rust artefacts are handed over to rust-loop-build
-#                      from scripts/stock.sh's build root instead of regenerated (CI: 7.3 regenerates,
+#                      from scripts/kernels/stock.sh's build root instead of regenerated (CI: 7.3 regenerates,
 #                      the other kernels' are handed over; see "handover" below)
 #   DKMS_TEST_ROOTS    the directory of the roots (default: $RUST_LOOP_CACHE/stock; about 4 GB
 #                      a root)
@@ -28,16 +28,16 @@
 # FAIL, seconds, date: README's "Supported kernels" table).
 #
 # Phases (each says what it does; any failed check stops the script with a non-zero status):
-#  0. packages: the kernel's packages and image (scripts/stock.sh), the repository of this
-#     checkout (scripts/repo.sh: results/repo/, version V), and the newer version the upgrade goes
-#     to: the same source as V+upgrade1 (scripts/deb.sh with RUST_LOOP_DEB_VERSION, into
+#  0. packages: the kernel's packages and image (scripts/kernels/stock.sh), the repository of this
+#     checkout (scripts/pkg/repo.sh: results/repo/, version V), and the newer version the upgrade goes
+#     to: the same source as V+upgrade1 (scripts/pkg/deb.sh with RUST_LOOP_DEB_VERSION, into
 #     <results>/next/), in a second repository directory holding both (<results>/repo-next/).
 #  1. root: $DKMS_TEST_ROOTS/user-root-<suite> (the row's build root suite: trixie, forky,
 #     sid), made once by debootstrap (minbase, from Debian's archive; a suite the host's
-#     debootstrap does not know by sid's script, as scripts/stock.sh does) with util-linux,
+#     debootstrap does not know by sid's script, as scripts/kernels/stock.sh does) with util-linux,
 #     e2fsprogs, fio, kmod and udev; apt's sources are the suite and, when the kernel's packages
 #     come from another (trixie-backports), that one. The kernel's modules and headers are
-#     installed from the debs scripts/stock.sh downloaded (once per kernel: a root keeps the
+#     installed from the debs scripts/kernels/stock.sh downloaded (once per kernel: a root keeps the
 #     modules of every kernel tested in it), and the headers of the root's other kernels are
 #     removed, so that DKMS builds for the kernels under test alone. Every run: purge an earlier
 #     rust-loop-dkms and what it pulled in, add the repository as /srv/rust-loop-repo
@@ -59,9 +59,9 @@
 #     virtio-fs for a kernel without 9p: the cloud flavour), the checks above; then apt purge
 #     rust-loop-dkms (in the root on the host: DKMS's depmod over the kernel's modules takes
 #     minutes under TCG) and a second boot, where `modprobe loop` gives loop.ko.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 stock_paths
-[ "$(id -u)" = 0 ] || die "scripts/dkms-test.sh must run as root (debootstrap, chroot, mounts)"
+[ "$(id -u)" = 0 ] || die "scripts/pkg/dkms-test.sh must run as root (debootstrap, chroot, mounts)"
 command -v debootstrap >/dev/null || die "debootstrap not found: run scripts/setup.sh"
 command -v vng >/dev/null || die "vng (virtme-ng) not found: run scripts/setup.sh"
 command -v unshare >/dev/null || die "unshare not found (util-linux)"
@@ -130,7 +130,7 @@ phase_end() { took[$phase]=$((SECONDS - phase_t0)); }
 # kernels' debs).
 mkdir -p "$roots"
 exec 9>"$roots/.user-root.lock"
-flock -n 9 || die "another scripts/dkms-test.sh is running (lock $roots/.user-root.lock)"
+flock -n 9 || die "another scripts/pkg/dkms-test.sh is running (lock $roots/.user-root.lock)"
 
 # From here on, the result is recorded per kernel (README's table), a failure too.
 t_start=$SECONDS
@@ -147,20 +147,20 @@ trap record_result EXIT
 # 0. Each kernel's debs and image (cached), and the packages.
 declare -A vmlinuz_of
 for n in "${names[@]}"; do
-	STOCK=$n bash "$ROOT/scripts/stock.sh" >/dev/null || die "scripts/stock.sh failed for $n"
-	vmlinuz_of[$n]=$(STOCK=$n bash "$ROOT/scripts/stock.sh" vmlinuz)
+	STOCK=$n bash "$ROOT/scripts/kernels/stock.sh" >/dev/null || die "scripts/kernels/stock.sh failed for $n"
+	vmlinuz_of[$n]=$(STOCK=$n bash "$ROOT/scripts/kernels/stock.sh" vmlinuz)
 done
-phase_start packages "the repository (scripts/repo.sh) and the version to upgrade to"
-repo=$(bash "$ROOT/scripts/repo.sh") || die "scripts/repo.sh failed"
+phase_start packages "the repository (scripts/pkg/repo.sh) and the version to upgrade to"
+repo=$(bash "$ROOT/scripts/pkg/repo.sh") || die "scripts/pkg/repo.sh failed"
 debver=$(sed -n 's/^Version: //p' "$repo/Packages")
 [ "$(echo "$debver" | wc -l)" = 1 ] || die "$repo/Packages does not hold one version: '$debver'"
 firstver=$debver nextver=$debver+upgrade1
 rm -rf "$out/next" "$out/repo-next"
-RUST_LOOP_DEB_OUT=$out/next RUST_LOOP_DEB_VERSION=$nextver bash "$ROOT/scripts/deb.sh" >/dev/null ||
+RUST_LOOP_DEB_OUT=$out/next RUST_LOOP_DEB_VERSION=$nextver bash "$ROOT/scripts/pkg/deb.sh" >/dev/null ||
 	die "building rust-loop $nextver failed"
 mkdir -p "$out/repo-next"
 cp "$repo"/*.deb "$repo"/*.dsc "$repo"/*.tar.xz "$out/next/"*.deb "$out/next/"*.dsc "$out/next/"*.tar.xz "$out/repo-next/"
-bash "$ROOT/scripts/repo.sh" --index "$out/repo-next" >/dev/null || die "indexing $out/repo-next failed"
+bash "$ROOT/scripts/pkg/repo.sh" --index "$out/repo-next" >/dev/null || die "indexing $out/repo-next failed"
 phase_end
 
 # 1. The root file system.
@@ -188,7 +188,7 @@ fi
 # machine's mirror serves them, a month old) is still used: apt would refuse it, and the test is
 # about the package, not the mirror's freshness. Signatures are still checked.
 cat >"$uroot/etc/apt/apt.conf.d/99rust-loop-test" <<'EOF'
-// scripts/dkms-test.sh: a mirror serving an expired Release (Valid-Until past) is still used.
+// scripts/pkg/dkms-test.sh: a mirror serving an expired Release (Valid-Until past) is still used.
 Acquire::Check-Valid-Until "false";
 EOF
 # A user's rust-loop-dkms from an earlier run goes first (the VM phase purges it; a failed run may not).
@@ -198,14 +198,14 @@ if uexec dpkg-query -W -f='${db:Status-Abbrev}' rust-loop-dkms 2>/dev/null | gre
 		die "purging an earlier rust-loop-dkms failed (log: $out/purge-earlier.log)"
 fi
 # The kernels: their packages at the matrix's versions (installed once, from the debs
-# scripts/stock.sh fetched; apt takes what they depend on, the compiler among them, from the
+# scripts/kernels/stock.sh fetched; apt takes what they depend on, the compiler among them, from the
 # archive), and no other kernel's headers (DKMS builds for every kernel with headers).
 kfiles=()
 for n in "${names[@]}"; do
 	k=${krel_of[$n]} a=${abi_of[$n]} v=${debver_of[$n]}
 	for p in "linux-base-$k" "linux-modules-$k" "linux-headers-$k" "linux-headers-$a-common" "linux-kbuild-$a"; do
 		[ "$(uexec dpkg-query -W -f='${db:Status-Abbrev}${Version}' "$p" 2>/dev/null)" != "ii $v" ] || continue
-		f=$(compgen -G "$base/debs/$v/${p}_${v}_*.deb" | head -n 1) || die "no $p deb in $base/debs/$v: run scripts/stock.sh"
+		f=$(compgen -G "$base/debs/$v/${p}_${v}_*.deb" | head -n 1) || die "no $p deb in $base/debs/$v: run scripts/kernels/stock.sh"
 		kfiles+=("$f")
 	done
 done
@@ -248,7 +248,7 @@ cand=$(uexec apt-cache policy rust-loop-dkms | sed -n 's/^ *Candidate: //p')
 [ "$cand" = "$debver" ] || die "apt's candidate for rust-loop-dkms is '$cand', not the repository's $debver"
 # Each kernel's linux-source of its headers' version, installed with the package (README
 # "Install" has the user install it with the kernel; the package's dependency names the newest
-# series first). If the archive has moved on, the pinned one (downloaded by scripts/stock.sh) is
+# series first). If the archive has moved on, the pinned one (downloaded by scripts/kernels/stock.sh) is
 # installed first, as a user keeping that kernel would.
 declare -A srcver
 for n in "${names[@]}"; do
@@ -304,7 +304,7 @@ check_module() {
 }
 
 # DKMS_TEST_HANDOVER: the kernels whose Rust artefacts rust-loop-build finds made (CI: all but
-# one, as regenerating them takes 2.5 minutes a kernel on 2 cores, 12 under load): scripts/stock.sh's tree
+# one, as regenerating them takes 2.5 minutes a kernel on 2 cores, 12 under load): scripts/kernels/stock.sh's tree
 # for the kernel (the same `make rust/kernel.o` of the same linux-source with the same compilers,
 # in the kernel's build root), copied to where rust-loop-build keeps its own with the stamp it
 # writes (the compilers the kernel's .config names: rust-loop-build refuses any others) and the
@@ -319,18 +319,18 @@ done
 for n in "${handover[@]}"; do
 	# Made here if not yet (idempotent; waits for a run that is making it: CI's matrix runs
 	# beside this test).
-	STOCK=$n bash "$ROOT/scripts/stock.sh" >/dev/null || die "DKMS_TEST_HANDOVER=$n: scripts/stock.sh failed"
+	STOCK=$n bash "$ROOT/scripts/kernels/stock.sh" >/dev/null || die "DKMS_TEST_HANDOVER=$n: scripts/kernels/stock.sh failed"
 	(
 		STOCK=$n
 		stock_paths
 		k=$STOCK_KREL hdr=$uroot/usr/src/linux-headers-$STOCK_KREL
 		kb=$STOCK_ROOT$STOCK_KBUILD_IN src=$STOCK_ROOT$STOCK_SRC_IN
 		[ -f "$kb/rust/libkernel.rmeta" ] && [ -f "$src/Makefile" ] ||
-			die "DKMS_TEST_HANDOVER=$n: scripts/stock.sh has not made $kb (run STOCK=$n scripts/stock.sh)"
+			die "DKMS_TEST_HANDOVER=$n: scripts/kernels/stock.sh has not made $kb (run STOCK=$n scripts/kernels/stock.sh)"
 		[ -f "$hdr/.config" ] || die "DKMS_TEST_HANDOVER=$n: no $hdr/.config in the root"
 		cfgv() { sed -n "s/^$1=\"\(.*\)\"\$/\1/p" "$hdr/.config"; }
 		cache=$uroot/var/cache/rust-loop/$k
-		say "dkms-test: handing over scripts/stock.sh's Rust artefacts for $k to rust-loop-build ($cache)"
+		say "dkms-test: handing over scripts/kernels/stock.sh's Rust artefacts for $k to rust-loop-build ($cache)"
 		rm -rf "$cache" && mkdir -p "$cache/src"
 		# The source as rust-loop-build leaves it after its build (pruned: the headers, the build
 		# scripts, rust/, the kernel's own arch/).
@@ -514,9 +514,9 @@ GUEST
 chmod +x "$uroot/root/dkms-test-guest.sh" "$uroot/root/dkms-test-guest-purged.sh"
 # run_vm NAME LOG SCRIPT [ARG]: boots the root with kernel NAME's image and runs SCRIPT in it;
 # dies unless it exits 0. The root reaches the guest over 9p, or over virtio-fs when the kernel
-# has no 9p (the cloud flavour; virtiofsd from the build root: scripts/stock.sh virtiofsd). The
+# has no 9p (the cloud flavour; virtiofsd from the build root: scripts/kernels/stock.sh virtiofsd). The
 # status travels through a file in the root (the console may lose it); vng's output goes through
-# a pipe (it reopens its stdout with O_TRUNC, see scripts/vm.sh).
+# a pipe (it reopens its stdout with O_TRUNC, see scripts/vm/vm.sh).
 run_vm() {
 	local n=$1 log=$2 script=$3 arg=${4:-} status=0 gstatus path=$PATH
 	local k=${krel_of[$1]}
@@ -525,7 +525,7 @@ run_vm() {
 	if grep -qE '^CONFIG_NET_9P=[ym]' "$uroot/lib/modules/$k/build/.config"; then
 		args+=(--force-9p)
 	else
-		path=$(STOCK=$n bash "$ROOT/scripts/stock.sh" virtiofsd):$PATH || die "no virtiofsd for $k (scripts/stock.sh virtiofsd)"
+		path=$(STOCK=$n bash "$ROOT/scripts/kernels/stock.sh" virtiofsd):$PATH || die "no virtiofsd for $k (scripts/kernels/stock.sh virtiofsd)"
 		say "dkms-test: $k has no 9p: the root goes to the guest over virtio-fs"
 	fi
 	rm -f "$uroot/root/dkms-test-guest.status"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make pkg-matrix`: the package's build command, /usr/libexec/rust-loop/rust-loop-build as
 # rust-loop-dkms installs it, run for every kernel of the matrix (config/kernels.conf) the way
-# DKMS runs it, in the kernel's own build root (scripts/stock.sh: its suite's toolchain), without
-# a VM or a root of its own: what the install test (scripts/dkms-test.sh) does for a few kernels,
+# DKMS runs it, in the kernel's own build root (scripts/kernels/stock.sh: its suite's toolchain), without
+# a VM or a root of its own: what the install test (scripts/pkg/dkms-test.sh) does for a few kernels,
 # for all of them in minutes. For each kernel, in an overlay of its build root (nothing is
 # written into the root itself):
 #  1. the kernel's packages as a user has them (dpkg: its headers, their common headers and
@@ -13,28 +13,28 @@
 #     the source's version, the kbuild links;
 #  3. `rust-loop-build KERNEL BUILDDIR`, as DKMS's MAKE[0] runs it, on a copy of
 #     /usr/src/rust-loop-<version>: rust_loop.ko must be built, with no warning. The Rust
-#     artefacts are the ones scripts/stock.sh regenerated for the kernel (the same make of the
+#     artefacts are the ones scripts/kernels/stock.sh regenerated for the kernel (the same make of the
 #     same source with the same compilers), handed to rust-loop-build in its cache with its stamp,
 #     unless PKG_MATRIX_FULL=1: then rust-loop-build extracts the source and regenerates them
 #     itself (some minutes more a kernel), and what it generated (autoconf.h, rustc_cfg, the
-#     bindings, the exported Rust symbols' names) must equal scripts/stock.sh's.
+#     bindings, the exported Rust symbols' names) must equal scripts/kernels/stock.sh's.
 # An arm64 kernel is tried on the amd64 build root as on an arm64 machine (dpkg
 # --force-architecture; its .kernelvariables name the aarch64- compilers, which the root has as
 # cross compilers): what differs on a real arm64 machine is the compilers' being native.
 #
-#   scripts/pkg-matrix.sh [NAME...]     (default: every row; MATRIX=<names> does the same)
+#   scripts/pkg/pkg-matrix.sh [NAME...]     (default: every row; MATRIX=<names> does the same)
 #
 # Logs in results/pkg-matrix/<name>.log; a line per kernel and "N passed, N failed"; exits
 # non-zero when any kernel fails.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
-[ "$(id -u)" = 0 ] || die "scripts/pkg-matrix.sh must run as root (mounts, chroot)"
+[ "$(id -u)" = 0 ] || die "scripts/pkg/pkg-matrix.sh must run as root (mounts, chroot)"
 names=("$@")
 [ ${#names[@]} -gt 0 ] || read -r -a names <<<"${MATRIX:-}"
 [ ${#names[@]} -gt 0 ] || mapfile -t names < <(stock_names)
 out=results/pkg-matrix
 mkdir -p "$out"
-deb=$(bash scripts/deb.sh) || die "scripts/deb.sh failed"
+deb=$(bash scripts/pkg/deb.sh) || die "scripts/pkg/deb.sh failed"
 version=$(dpkg-deb -f "$deb" Version)
 full=${PKG_MATRIX_FULL:-0}
 
@@ -64,7 +64,7 @@ run_in_overlay() {
 
 # What runs in the overlay (results/pkg-matrix/inner.sh): $1 kernel release, $2 its Debian version, $3 the source package,
 # $4 the directory of its debs (under /pkg, the project), $5 the rust-loop-dkms deb, $6 the tree
-# scripts/stock.sh regenerated, $7 the dpkg architecture option, $8 PKG_MATRIX_FULL.
+# scripts/kernels/stock.sh regenerated, $7 the dpkg architecture option, $8 PKG_MATRIX_FULL.
 # shellcheck disable=SC2016 # expanded in the overlay
 inner='
 set -euo pipefail
@@ -87,7 +87,7 @@ done
 f=$(deb "$src")
 [ -n "$f" ] || { echo "no $src deb in $debs"; exit 1; }
 # The build root has the kernel packages'"'"' dependencies (the compiler, pahole, ...) but not as
-# apt installed them: --force-depends; their files were unpacked there by scripts/stock.sh.
+# apt installed them: --force-depends; their files were unpacked there by scripts/kernels/stock.sh.
 # The headers are unpacked, not configured (their hooks need the linux-base package; what
 # rust-loop-build asks dpkg is whose files they are, and their version); the source is installed.
 dpkg --unpack --force-depends $archopt "${files[@]}" >/tmp/dpkg.log 2>&1 || { cat /tmp/dpkg.log; exit 1; }
@@ -98,7 +98,7 @@ step "rust-loop-build --check $k"
 pkgver=$(dpkg-query -W -f="\${Version}" rust-loop-dkms)
 cache=/var/cache/rust-loop/$k
 if [ -n "$seed" ]; then
-	# The Rust artefacts scripts/stock.sh made, with the stamp rust-loop-build would write for
+	# The Rust artefacts scripts/kernels/stock.sh made, with the stamp rust-loop-build would write for
 	# them (it regenerates them, slowly, if the stamp does not match: the log says so).
 	hdrver=$(dpkg-query -W -f="\${Version}" linux-headers-$k)
 	chk=$(/usr/libexec/rust-loop/rust-loop-build --check "$k")
@@ -123,7 +123,7 @@ if [ -n "$seed" ] && grep -q "regenerating the Rust artefacts" /tmp/build.log; t
 fi
 [ -f /tmp/build/rust_loop.ko ] || { echo "FAIL: no rust_loop.ko"; exit 1; }
 if [ -z "$seed" ]; then
-	step "what rust-loop-build generated against what scripts/stock.sh did"
+	step "what rust-loop-build generated against what scripts/kernels/stock.sh did"
 	for f in include/generated/autoconf.h include/generated/rustc_cfg rust/bindings/bindings_generated.rs \
 		rust/uapi/uapi_generated.rs rust/exports_core_generated.h rust/exports_kernel_generated.h; do
 		cmp "$cache/kbuild/$f" "$stocktree/$f" || { echo "FAIL: $f differs"; exit 1; }
@@ -144,7 +144,7 @@ for name in "${names[@]}"; do
 	log=$out/$name.log
 	result=ok
 	(
-		STOCK=$name STOCK_IMAGE=0 bash scripts/stock.sh >/dev/null || exit 1
+		STOCK=$name STOCK_IMAGE=0 bash scripts/kernels/stock.sh >/dev/null || exit 1
 		STOCK=$name stock_paths
 		archopt=
 		[ "$STOCK_ARCH" = amd64 ] || archopt=--force-architecture

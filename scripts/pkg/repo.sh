@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A local apt repository of rust_loop (make repo): a flat repository directory holding this
-# checkout's packages (scripts/deb.sh) and their indexes, made by apt-ftparchive in the packaging
-# root (scripts/debroot.sh):
+# checkout's packages (scripts/pkg/deb.sh) and their indexes, made by apt-ftparchive in the packaging
+# root (scripts/pkg/debroot.sh):
 #
 #   results/repo/  rust-loop-dkms_<version>_all.deb, rust-loop_<version>.dsc and .tar.xz,
 #                  Packages(.xz), Sources(.xz), Release
@@ -14,17 +14,17 @@
 #
 # The repository is unsigned: [trusted=yes] says so. It holds only the latest build.
 #
-#   scripts/repo.sh              build the packages (reused when built already) and the repository
-#   scripts/repo.sh DIR          the repository in DIR (inside the project directory) instead
-#   scripts/repo.sh --index DIR  only index the packages already in DIR (scripts/dkms-test.sh)
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+#   scripts/pkg/repo.sh              build the packages (reused when built already) and the repository
+#   scripts/pkg/repo.sh DIR          the repository in DIR (inside the project directory) instead
+#   scripts/pkg/repo.sh --index DIR  only index the packages already in DIR (scripts/pkg/dkms-test.sh)
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
 
 index_only=0
 if [ "${1:-}" = --index ]; then
 	index_only=1
 	shift
-	[ -n "${1:-}" ] || die "usage: scripts/repo.sh --index DIR"
+	[ -n "${1:-}" ] || die "usage: scripts/pkg/repo.sh --index DIR"
 fi
 repo=${1:-$ROOT/results/repo}
 mkdir -p "$repo"
@@ -32,7 +32,7 @@ repo=$(cd "$repo" && pwd)
 [[ $repo == "$ROOT"/* ]] || die "the repository directory must be inside the project directory (the packaging root sees only that)"
 
 if [ $index_only = 0 ]; then
-	deb=$(bash scripts/deb.sh) || die "scripts/deb.sh failed"
+	deb=$(bash scripts/pkg/deb.sh) || die "scripts/pkg/deb.sh failed"
 	version=$(dpkg-deb -f "$deb" Version)
 	dir=$(dirname "$deb")
 	rm -f "$repo"/*.deb "$repo"/*.dsc "$repo"/*.tar.* "$repo"/Packages* "$repo"/Sources* "$repo"/Release
@@ -41,7 +41,7 @@ if [ $index_only = 0 ]; then
 fi
 compgen -G "$repo/*.deb" >/dev/null || die "no .deb in $repo"
 say "repo: indexing $repo (apt-ftparchive)"
-bash scripts/debroot.sh exec bash -c '
+bash scripts/pkg/debroot.sh exec bash -c '
 	set -e
 	cd "$1"
 	apt-ftparchive packages . >Packages

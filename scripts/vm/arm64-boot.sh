@@ -15,8 +15,8 @@
 #
 # What it does:
 #  1. SETUP_ARM64=1 scripts/setup.sh if qemu-system-aarch64 is missing (qemu-system-arm from
-#     bookworm-backports); scripts/stock.sh with STOCK_IMAGE=1 (the cross-build tree and the
-#     kernel's image and modules, unpacked); scripts/matrix.sh (rust_loop.ko cross-built with
+#     bookworm-backports); scripts/kernels/stock.sh with STOCK_IMAGE=1 (the cross-build tree and the
+#     kernel's image and modules, unpacked); scripts/kernels/matrix.sh (rust_loop.ko cross-built with
 #     the kernel's toolchain into results/matrix/<name>/).
 #  2. The guest's root, once, in $RUST_LOOP_CACHE/stock/root-<suite>-arm64 (the row's suite,
 #     trixie): `debootstrap --foreign --arch=arm64 --variant=minbase` with what the smoke test
@@ -35,7 +35,7 @@
 #     settle` is optional.
 #  3. The kernel's modules (hard links into the cached image), rust_loop.ko, tests/smoke.sh and
 #     an init are put into the root; the kernel boots with that root shared over virtio-fs
-#     (Debian's virtiofsd, from the build root: scripts/stock.sh virtiofsd). Debian's arm64
+#     (Debian's virtiofsd, from the build root: scripts/kernels/stock.sh virtiofsd). Debian's arm64
 #     kernel has VIRTIO_FS, FUSE_FS and VIRTIO_PCI built in (9p, ext4 and virtio_blk are
 #     modules), so no initramfs is needed, and the init loads the rest from the root. QEMU is
 #     run directly (virtme-ng's `--arch arm64` was not tried): the guest needs only this init,
@@ -47,12 +47,12 @@
 #     console is checked for reports as well (a report after the test's own check, or at boot).
 #
 # Appends the result to results/matrix/results.tsv (name, "smoke", ok or FAIL, seconds, date:
-# README's "Supported kernels" table, scripts/kernels_table.py); prints "N passed, N failed"
+# README's "Supported kernels" table, scripts/kernels/kernels_table.py); prints "N passed, N failed"
 # last and exits non-zero on failure.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
 is_stock || die "make arm64-boot boots a kernel of the matrix (KERNEL=stock, no KDIR)"
-[ "$(id -u)" = 0 ] || die "scripts/arm64-boot.sh must run as root (debootstrap, virtiofsd)"
+[ "$(id -u)" = 0 ] || die "scripts/vm/arm64-boot.sh must run as root (debootstrap, virtiofsd)"
 if [ -z "${STOCK:-}" ]; then
 	STOCK=$(awk '!/^[[:space:]]*(#|$)/ && $4 == "arm64" { print $1; exit }' config/kernels.conf)
 	[ -n "$STOCK" ] || die "config/kernels.conf has no arm64 kernel"
@@ -76,14 +76,14 @@ if ! command -v qemu-system-aarch64 >/dev/null || ! command -v debootstrap >/dev
 	SETUP_ARM64=1 bash scripts/setup.sh || die "scripts/setup.sh (SETUP_ARM64=1) failed"
 fi
 command -v qemu-system-aarch64 >/dev/null || die "qemu-system-aarch64 not found after scripts/setup.sh (package qemu-system-arm)"
-STOCK_IMAGE=1 bash scripts/stock.sh >/dev/null || die "preparing $STOCK_NAME ($STOCK_KREL) failed (see above)"
+STOCK_IMAGE=1 bash scripts/kernels/stock.sh >/dev/null || die "preparing $STOCK_NAME ($STOCK_KREL) failed (see above)"
 image=$CACHE/stock/image-$STOCK_KREL
 kimg=$image/boot/vmlinuz-$STOCK_KREL
 [ -f "$kimg" ] && [ -d "$image/lib/modules/$STOCK_KREL" ] ||
-	die "scripts/stock.sh left no $kimg and modules (STOCK_IMAGE=1)"
-vfsd_dir=$(bash scripts/stock.sh virtiofsd) || die "no virtiofsd (scripts/stock.sh virtiofsd)"
-bash scripts/matrix.sh "$STOCK_NAME" || die "building rust_loop for $STOCK_NAME failed ($out/build.log)"
-[ -f "$out/rust_loop.ko" ] || die "no $out/rust_loop.ko after scripts/matrix.sh"
+	die "scripts/kernels/stock.sh left no $kimg and modules (STOCK_IMAGE=1)"
+vfsd_dir=$(bash scripts/kernels/stock.sh virtiofsd) || die "no virtiofsd (scripts/kernels/stock.sh virtiofsd)"
+bash scripts/kernels/matrix.sh "$STOCK_NAME" || die "building rust_loop for $STOCK_NAME failed ($out/build.log)"
+[ -f "$out/rust_loop.ko" ] || die "no $out/rust_loop.ko after scripts/kernels/matrix.sh"
 # ELF e_machine 183: EM_AARCH64.
 [ "$(od -An -tu2 -j18 -N2 "$out/rust_loop.ko" | tr -d ' ')" = 183 ] || die "$out/rust_loop.ko is not an arm64 module"
 
@@ -192,7 +192,7 @@ rm -rf "$run" && mkdir -p "$run"
 cp "$out/rust_loop.ko" tests/smoke.sh "$run/"
 cat >"$run/init" <<-'EOF'
 	#!/bin/sh
-	# Made by scripts/arm64-boot.sh: the guest's init for the smoke test.
+	# Made by scripts/vm/arm64-boot.sh: the guest's init for the smoke test.
 	PATH=/usr/sbin:/usr/bin:/sbin:/bin
 	export PATH
 	mount -t proc proc /proc

@@ -2,7 +2,7 @@
 # Boots the cached kernel with virtme-ng (the host's root shared read-only over 9p) and runs one
 # command in it; exits with that command's exit status.
 #
-#   scripts/vm.sh [--disk FILE]... [--rwdir DIR]... [--mem SIZE] -- COMMAND...
+#   scripts/vm/vm.sh [--disk FILE]... [--rwdir DIR]... [--mem SIZE] -- COMMAND...
 #
 #   --disk FILE        a raw disk image, /dev/vda for the first, /dev/vdb for the second, ...
 #
@@ -23,7 +23,7 @@
 #                      shown (vng --verbose).
 #
 # The project directory is writable in the guest, so results written under it reach the host.
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 
 disks=() rwdirs=("$ROOT") mem=${VM_MEM:-4G}
 while [ $# -gt 0 ]; do
@@ -35,25 +35,25 @@ while [ $# -gt 0 ]; do
 	*) break ;;
 	esac
 done
-[ $# -gt 0 ] || die "usage: scripts/vm.sh [--disk FILE]... [--rwdir DIR]... -- COMMAND..."
+[ $# -gt 0 ] || die "usage: scripts/vm/vm.sh [--disk FILE]... [--rwdir DIR]... -- COMMAND..."
 command -v vng >/dev/null || die "vng (virtme-ng) not found: run scripts/setup.sh"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found: run scripts/setup.sh"
 
-kdir=$(bash "$ROOT/scripts/kernel.sh")
+kdir=$(bash "$ROOT/scripts/kernels/kernel.sh")
 # The stock flavour boots Debian's unmodified vmlinuz; virtme-ng takes its modules from the
-# host's /lib/modules/<release> (scripts/stock.sh links it) and makes a busybox initramfs.
+# host's /lib/modules/<release> (scripts/kernels/stock.sh links it) and makes a busybox initramfs.
 boot=$kdir
 if is_stock; then
-	boot=$(bash "$ROOT/scripts/stock.sh" vmlinuz)
+	boot=$(bash "$ROOT/scripts/kernels/stock.sh" vmlinuz)
 fi
 # A large kernel log: a hang's task dump (sysrq-w, hundreds of blocked kworkers) must not
 # overwrite what came before it.
 args=(--run "$boot" --cpus "${VM_CPUS:-2}" --memory "$mem" --cwd "$ROOT" --append log_buf_len=16M)
 # The host's root reaches the guest over 9p, or over virtio-fs for a kernel without 9p (Debian's
 # cloud flavour): virtiofsd, which bookworm lacks, is run from the stock build root's Debian
-# (its own loader and libraries; scripts/stock.sh virtiofsd).
+# (its own loader and libraries; scripts/kernels/stock.sh virtiofsd).
 if is_stock && ! grep -qE '^CONFIG_NET_9P=[ym]' "$(dirname "$boot")/../lib/modules/$(basename "$boot" | sed 's/^vmlinuz-//')/config" 2>/dev/null; then
-	PATH="$(bash "$ROOT/scripts/stock.sh" virtiofsd):$PATH"
+	PATH="$(bash "$ROOT/scripts/kernels/stock.sh" virtiofsd):$PATH"
 	say "vm: the kernel has no 9p: sharing the root over virtio-fs"
 else
 	args+=(--force-9p)

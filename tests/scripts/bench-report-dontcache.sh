@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Host-side test of scripts/bench-report.py on a run with rust_loop's dontcache cache mode (no
+# Host-side test of scripts/bench/bench-report.py on a run with rust_loop's dontcache cache mode (no
 # kernel, no VM):
 #
 #   bash tests/scripts/bench-report-dontcache.sh
@@ -36,7 +36,7 @@ PY
 }
 
 make_json "$tmp/ok.json" 2.0
-out=$("$py" scripts/bench-report.py "$tmp/ok.json" 2>&1) || fail "the report failed: $(tail -3 <<<"$out")"
+out=$("$py" scripts/bench/bench-report.py "$tmp/ok.json" 2>&1) || fail "the report failed: $(tail -3 <<<"$out")"
 md=$tmp/summary.md
 grep -qE '^\| randread-4k-qd32 \| 4,000 \| 4,400 \| 2,200 \| 7,000 \| 0.50 \|' "$md" ||
 	fail "cache-mode row wrong: $(grep -A3 'cache modes' "$md")"
@@ -50,7 +50,7 @@ grep -qE '^\| dontcache \|' "$md" && fail "a rust/C table has a dontcache row"
 
 # 150 MiB after writing 1 GiB, against buffered's 1000: over 10 %.
 make_json "$tmp/bad.json" 150
-"$py" scripts/bench-report.py "$tmp/bad.json" >/dev/null 2>&1 || true
+"$py" scripts/bench/bench-report.py "$tmp/bad.json" >/dev/null 2>&1 || true
 grep -qE 'MISS.*dontcache page-cache growth after a write|dontcache page-cache growth after a write.*MISS' "$tmp/summary.md" ||
 	fail "the dontcache write target passed with 150 of 1000 MiB: $(grep 'dontcache page-cache' "$tmp/summary.md")"
 

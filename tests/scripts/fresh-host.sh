@@ -8,7 +8,7 @@
 # /usr/src, /etc/apt/sources.list.d, /etc/apt/preferences.d, /var/lib/apt/periodic, and ~/.cargo
 # (no rustup). `make run` once stopped at `ln: failed to create symbolic link
 # '/lib/modules/<release>'`. Here the set-up's own scripts, scripts/setup.sh (twice: the second
-# run changes nothing) and scripts/stock.sh, run in a mount namespace where those paths are gone
+# run changes nothing) and scripts/kernels/stock.sh, run in a mount namespace where those paths are gone
 # (overlays with whiteouts over /usr, /etc/apt and /var/lib/apt; an empty directory over
 # ~/.cargo), as on such a machine; what they write there lands in the overlays, not on this
 # host. Checks: both succeed; setup.sh made the apt source and pin files (and said that rustup is
@@ -16,7 +16,7 @@
 #
 # apt-get, apt and debootstrap are stand-ins that fail: the host's packages and the stock
 # flavour's cache must already be there (scripts/check.sh runs scripts/setup.sh first; CI runs
-# scripts/stock.sh first). When either is missing, the test is skipped with that reason.
+# scripts/kernels/stock.sh first). When either is missing, the test is skipped with that reason.
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 skip() {
 	echo "SKIP: $*"
@@ -75,13 +75,13 @@ unshare -m --propagation private bash -c '
 	bash scripts/setup.sh >"$t/setup2.log" 2>&1 || status=$?
 	echo "setup.sh (2nd): $status"
 	[ $status = 0 ] || exit 11
-	bash scripts/stock.sh >"$t/stock.log" 2>&1 || status=$?
+	bash scripts/kernels/stock.sh >"$t/stock.log" 2>&1 || status=$?
 	echo "stock.sh: $status"
 	[ $status = 0 ] || exit 12
 ' _ "$tmp" "$stubs" "$cargo" "$(printf '%s\n' "${hide[@]}")" || rc=$?
 
 if [ -s "$tmp/called" ]; then
-	skip "the host is not set up for it (scripts/setup.sh, scripts/stock.sh): the set-up called $(sort -u "$tmp/called" | cut -d' ' -f1,2 | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
+	skip "the host is not set up for it (scripts/setup.sh, scripts/kernels/stock.sh): the set-up called $(sort -u "$tmp/called" | cut -d' ' -f1,2 | tr '\n' ',' | sed 's/,$//; s/,/, /g')"
 fi
 for f in setup1 setup2 stock; do
 	[ -f "$tmp/$f.log" ] || continue

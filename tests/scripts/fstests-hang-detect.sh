@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Host-side test of the hang detection of scripts/guest-fstests.sh's batches (no kernel, no VM;
+# Host-side test of the hang detection of scripts/guest/guest-fstests.sh's batches (no kernel, no VM;
 # scripts/check.sh runs it before the VM):
 #
 #   bash tests/scripts/fstests-hang-detect.sh
@@ -19,9 +19,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 funcs=$tmp/funcs.sh
 for f in log bounded stop_check activity overdue batch_verdict record_batch_verdict run_batch delta; do
 	awk -v f="$f() {" 'index($0, f) == 1 { on = 1; print; if (/}$/) on = 0; next } on { print } on && /^}/ { on = 0 }' \
-		scripts/guest-fstests.sh
+		scripts/guest/guest-fstests.sh
 done >"$funcs"
-grep -q '^run_batch() {' "$funcs" || { echo "FAIL: run_batch not found in scripts/guest-fstests.sh"; exit 1; }
+grep -q '^run_batch() {' "$funcs" || { echo "FAIL: run_batch not found in scripts/guest/guest-fstests.sh"; exit 1; }
 
 # A stub ./check: prints fstests' header, then per test its name, runs the test's action and
 # prints its time, as ./check does ("generic/001 5s"). Actions, by test name: spin-N computes

@@ -2,7 +2,7 @@
 # Host-side checks of the kernel matrix's files: every row of config/kernels.conf is well formed
 # (8 columns, a unique name, a release made of its ABI name and a known flavour, steps CI knows),
 # README's "Supported kernels" table is the one the matrix and docs/kernels-results.tsv make
-# (scripts/kernels_table.py --check: a row added without `make kernels-table`, or a table edited
+# (scripts/kernels/kernels_table.py --check: a row added without `make kernels-table`, or a table edited
 # by hand, fails), and a matrix the table generator is given a new row shows it as "not run".
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
@@ -23,15 +23,15 @@ done <"$tmp/rows"
 dups=$(awk '{print $1}' "$tmp/rows" | sort | uniq -d | xargs)
 [ -z "$dups" ] || fail "duplicate names in config/kernels.conf: $dups"
 
-$py scripts/kernels_table.py --check || fail "README's kernels table is stale"
+$py scripts/kernels/kernels_table.py --check || fail "README's kernels table is stale"
 
 # The generator on a matrix with one more row: the new kernel shows, with nothing run yet.
-mkdir -p "$tmp/p/config" "$tmp/p/docs" "$tmp/p/scripts"
+mkdir -p "$tmp/p/config" "$tmp/p/docs" "$tmp/p/scripts/kernels"
 cp config/kernels.conf "$tmp/p/config/"
 echo "7.9-test trixie trixie-backports amd64 7.9.1+deb13-amd64 7.9.1-1~bpo13+1 linux-source-7.9 build,smoke" >>"$tmp/p/config/kernels.conf"
 cp docs/kernels-results.tsv "$tmp/p/docs/"
-cp scripts/kernels_table.py "$tmp/p/scripts/"
-out=$($py "$tmp/p/scripts/kernels_table.py" --print)
+cp scripts/kernels/kernels_table.py "$tmp/p/scripts/kernels/"
+out=$($py "$tmp/p/scripts/kernels/kernels_table.py" --print)
 echo "$out" | grep -q '^| `7.9-test` | `7.9.1+deb13-amd64` | .* | not run | not run | – | – | – |$' ||
 	fail "a new row does not show as 'not run': $(echo "$out" | grep 7.9-test)"
 

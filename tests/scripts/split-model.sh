@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Host-side test of scripts/split-report.py and scripts/cost-model.py (no VM):
+# Host-side test of scripts/bench/split-report.py and scripts/bench/cost-model.py (no VM):
 #
 #   bash tests/scripts/split-model.sh
 #
-# Two made-up cells (snapshots as scripts/guest-split.py writes them) with known run times: the
+# Two made-up cells (snapshots as scripts/guest/guest-split.py writes them) with known run times: the
 # report must split them by thread class exactly (fio -> submit, rust_loop/K and a kworker that
 # names loop0 at either snapshot -> worker, a writeback kworker -> backing, ksoftirqd -> softirq,
 # the measuring task left out) and give the busiest worker; the
@@ -52,7 +52,7 @@ for t, w in (("rust_loop", "rust_loop/0"), ("loop", "kworker/u4:2+loop0")):
          1000, workload="randread-4k-qd32")
 cell("raw", {"1": ["fio", 0]}, {"1": ["fio", 13_000_000]}, 1000, workload="randread-4k-qd32")
 EOF
-"$py" scripts/split-report.py "$d" >/dev/null || fail "split-report.py failed"
+"$py" scripts/bench/split-report.py "$d" >/dev/null || fail "split-report.py failed"
 "$py" - "$d/split.json" <<'EOF' || fail "split-report.py's figures are wrong"
 import json, sys
 cells = {c["target"]: c for c in json.load(open(sys.argv[1]))["cells"]}
@@ -78,7 +78,7 @@ grep -q "| dio | rw-4k-qd16-12jobs | rust_loop | 1,000 | 19,500 | 10,000 | 8,000
 #  rust_loop (2 measured worker threads): 2 * 1e9 / 8000 = 250k (CPUs 16e9/19500 = 820k)
 #  rust_loop_percpu on 16 CPUs: 8 queues -> 1M by workers, CPUs 820,513 -> CPUs
 #  raw on 2 CPUs: CPUs 2e9/15000 = 133,333
-out=$("$py" scripts/cost-model.py "$d/split.json" --rate 1e9 --device 1e6 --cpus 2,16) ||
+out=$("$py" scripts/bench/cost-model.py "$d/split.json" --rate 1e9 --device 1e6 --cpus 2,16) ||
 	fail "cost-model.py failed"
 row16=$(grep -P '^dio\trw-4k-qd16-12jobs\t16\t' <<<"$out")
 row2=$(grep -P '^dio\trw-4k-qd16-12jobs\t2\t' <<<"$out")

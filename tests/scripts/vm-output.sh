@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Host-side test of scripts/vm.sh (no kernel, no VM; scripts/check.sh runs it before the VM):
+# Host-side test of scripts/vm/vm.sh (no kernel, no VM; scripts/check.sh runs it before the VM):
 #
 #   bash tests/scripts/vm-output.sh
 #
@@ -14,7 +14,7 @@
 # attached with their format named.
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
-# A kernel tree that passes check_kdir: with KDIR set, scripts/kernel.sh only checks it, and
+# A kernel tree that passes check_kdir: with KDIR set, scripts/kernels/kernel.sh only checks it, and
 # vm.sh only hands its path to vng.
 kdir=$tmp/kernel
 mkdir -p "$kdir/rust"
@@ -79,7 +79,7 @@ vm() {
 	echo BEFORE-out
 	echo BEFORE-err >&2
 	local rc=0
-	env "${envs[@]}" timeout -k 5 120 bash scripts/vm.sh -- "${guest_cmd[@]}" "$2" || rc=$?
+	env "${envs[@]}" timeout -k 5 120 bash scripts/vm/vm.sh -- "${guest_cmd[@]}" "$2" || rc=$?
 	echo AFTER-out
 	echo AFTER-err >&2
 	return "$rc"
@@ -181,7 +181,7 @@ else
 fi
 rc=0
 env "${parser[@]}" STUB_VNG_ARGS="$tmp/args7" VM_QEMU_OPTS="-icount shift=0,sleep=off" timeout -k 5 120 \
-	bash scripts/vm.sh --disk "$tmp/disk-a.img" --disk "$tmp/disk-b.img" -- "${guest_cmd[@]}" 0 >"$log" 2>&1 || rc=$?
+	bash scripts/vm/vm.sh --disk "$tmp/disk-a.img" --disk "$tmp/disk-b.img" -- "${guest_cmd[@]}" 0 >"$log" 2>&1 || rc=$?
 status_is "$rc" 0
 ! grep -qx -- --disk "$tmp/args7" || fail "vm.sh passed --disk to vng (no format named)"
 grep -qx -- "--qemu-opts=-icount shift=0,sleep=off" "$tmp/args7" || fail "VM_QEMU_OPTS did not reach vng as --qemu-opts=..."
@@ -191,7 +191,7 @@ for want in "-drive if=none,id=rl-disk0,file=$tmp/disk-a.img,format=raw -device 
 	[[ " $opts " == *" $want "* ]] || fail "vng's --qemu-opts lack '$want' (they are: '$opts')"
 done
 rc=0
-timeout -k 5 60 bash scripts/vm.sh --disk "$tmp/no-such.img" -- true >"$tmp/log7b" 2>&1 || rc=$?
+timeout -k 5 60 bash scripts/vm/vm.sh --disk "$tmp/no-such.img" -- true >"$tmp/log7b" 2>&1 || rc=$?
 [ "$rc" != 0 ] && grep -q 'no such image' "$tmp/log7b" || fail "vm.sh accepted a missing --disk image (rc=$rc)"
 
 if [ "$failed" != 0 ]; then
