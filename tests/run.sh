@@ -38,7 +38,8 @@ rm -f "$RESULTS/skipped" "$RESULTS/failures"
 [ "$(id -u)" = 0 ] || { echo "tests/run.sh must run as root (in the VM)"; exit 2; }
 [ -f "$ROOT/rust_loop.ko" ] || { echo "rust_loop.ko not built: run make"; exit 2; }
 
-SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|INFO: task .* blocked|hung_task|Kernel panic|stack-protector|kmemleak|cut here|cannot create duplicate filename|BUG [^ ]+ \(|Poison overwritten|Redzone overwritten|Object padding overwritten|Freepointer corrupt'
+# The kernel-report pattern (tests/kernel-reports.sh).
+source "$ROOT/tests/kernel-reports.sh"
 
 uname -r
 echo "kernel: $(cat /proc/version)"

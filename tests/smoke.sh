@@ -8,13 +8,13 @@
 # (direct I/O must be on); ext4 made on the loop device and mounted; fio writes 96 MiB with
 # random block sizes in direct and buffered mode and verifies every block (crc32c), then reads
 # it all back and verifies it again after a remount; unmounted, detached, the module unloaded.
-# Passes when every step does and the kernel log gained no WARNING, BUG, Oops, lockdep,
-# "sleeping function called from invalid context" or "scheduling while atomic" report. The last
-# line is "smoke: ok" or "smoke: FAILED: <step>".
+# Passes when every step does and the kernel log gained no report (WARNING, BUG, Oops, KASAN,
+# lockdep, ...: tests/kernel-reports.sh). The last line is "smoke: ok" or "smoke: FAILED: <step>".
 set -uo pipefail
 KO=$1
 SCRATCH=$2
-SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|inconsistent lock state|lockdep|INFO: task .* blocked|Kernel panic|cut here|sleeping function called from invalid context|scheduling while atomic|Poison overwritten'
+# The kernel-report pattern (beside this file: in the arm64 guest's root too).
+source "$(dirname "${BASH_SOURCE[0]}")/kernel-reports.sh"
 W=/tmp/rust-loop-smoke
 dev=
 

@@ -51,7 +51,8 @@ SRC=${FSTESTS_SRC:?FSTESTS_SRC: the built fstests tree, as a tar (scripts/fstest
 # system is the host's, read-only).
 W=/tmp/rust-loop-fstests
 FST=$W/fstests
-SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|INFO: task .* blocked|blocked for more than|hung_task|Kernel panic|stack-protector|cut here'
+# The kernel-report pattern.
+source "$ROOT/tests/kernel-reports.sh"
 MODPROBE_CONF=/run/modprobe.d/rust-loop-fstests.conf
 
 mkdir -p "$RES"

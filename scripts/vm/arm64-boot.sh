@@ -61,7 +61,8 @@ export STOCK
 stock_row
 [ "$STOCK_ARCH" = arm64 ] || die "STOCK=$STOCK_NAME is $STOCK_ARCH: make smoke boots it (make arm64-boot is for arm64 kernels)"
 
-SPLAT='WARNING:|BUG:|Oops|KASAN|UBSAN|kernel BUG|general protection|possible circular locking|inconsistent lock state|INFO: task .* blocked|Kernel panic|cut here|sleeping function called from invalid context|scheduling while atomic|Poison overwritten|Unable to handle kernel'
+# The kernel-report pattern, for the console and the kernel log.
+source "$ROOT/tests/kernel-reports.sh"
 # The root's packages, beyond minbase: what tests/smoke.sh runs.
 ROOT_PKGS=(kmod util-linux mount e2fsprogs fio)
 cpu=${ARM64_CPU:-max,pauth-impdef=on}
@@ -189,7 +190,7 @@ if [ ! -f "$mods/.rust-loop-linked" ]; then
 fi
 run=$aroot/rust-loop
 rm -rf "$run" && mkdir -p "$run"
-cp "$out/rust_loop.ko" tests/smoke.sh "$run/"
+cp "$out/rust_loop.ko" tests/smoke.sh tests/kernel-reports.sh "$run/"
 cat >"$run/init" <<-'EOF'
 	#!/bin/sh
 	# Made by scripts/vm/arm64-boot.sh: the guest's init for the smoke test.
