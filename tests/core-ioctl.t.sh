@@ -380,25 +380,18 @@ t_ioctl_transcript_as_loop_c() {
 # it; the two outputs must be equal line for line. The generator normalises the deliberate
 # differences (README "Differences from loop.c": direct I/O below the backing file's alignment,
 # reads past its end, writes past a backing device's end) and nothing else.
-# udev is stopped for the duration (udevadm control --exit) and started again afterwards, also
+# udev is stopped for the duration (tests/lib.sh: udev_stop) and started again afterwards, also
 # when the test fails: its opens after each uevent change the openers' count, which decides
 # whether LOOP_CLR_FD clears at once and when autoclear fires, and its exclusive claims make
 # binds and LOOP_SET_BLOCK_SIZE fail with EBUSY, at moments no sequence can predict.
 timeout_t_ioctl_sequence_as_loop_c() { echo $((900 * ${TEST_SLOWDOWN:-1})); }
 t_ioctl_sequence_as_loop_c() {
-	local seeds calls udevd= drv n
+	local seeds calls drv n
 	seeds=${ABI_SEQ_SEEDS:-$(for n in 1 2 3; do od -An -N4 -tu4 /dev/urandom | tr -d ' '; done | paste -sd,)}
 	calls=${ABI_SEQ_CALLS:-3000}
 	log "seeds $seeds, $calls calls each (ABI_SEQ_SEEDS=$seeds reproduces them)"
-	if pgrep -x systemd-udevd >/dev/null; then
-		udevd=$(command -v systemd-udevd || ls /usr/lib/systemd/systemd-udevd /lib/systemd/systemd-udevd 2>/dev/null | head -n 1)
-		[ -x "$udevd" ] || fail "systemd-udevd runs but its binary is not found"
-		udevadm settle
-		udevadm control --exit || fail "cannot stop udevd"
-		wait_for 10 bash -c '! pgrep -x systemd-udevd' || fail "udevd still runs after udevadm control --exit"
-	fi
-	# shellcheck disable=SC2064 # $udevd now
-	trap "sequence_cleanup '$udevd'" EXIT
+	trap sequence_cleanup EXIT
+	udev_stop
 	scratch_fs xfs
 	mkdir -p "$SCRATCH/seq" "$T/seq-tmpfs"
 	mount -t tmpfs -o size=512M none "$T/seq-tmpfs" || fail "mounting a tmpfs failed"
@@ -428,15 +421,12 @@ t_ioctl_sequence_as_loop_c() {
 	fi
 	log "$(wc -l <"$T/loop_c.txt") lines, identical: $(grep ' finished: ' "$T/loop_c.txt" | cut -d' ' -f4- | paste -sd';')"
 }
-# sequence_cleanup UDEVD: what t_ioctl_sequence_as_loop_c set up goes, udevd (if it ran) runs again.
+# sequence_cleanup: what t_ioctl_sequence_as_loop_c set up goes, udevd runs again.
 sequence_cleanup() {
 	cleanup_loops
 	unload_loop_drivers
 	scratch_umount
-	if [ -n "$1" ]; then
-		"$1" --daemon || echo "cannot start $1 again" >&2
-		udevadm settle || true
-	fi
+	udev_restart
 }
 
 # LOOP_CHANGE_FD: only on a read-only device, only to a file of the same size.
