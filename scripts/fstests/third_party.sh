@@ -13,7 +13,7 @@
 #
 #   scripts/fstests/third_party.sh fstests
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
-# shellcheck source=../config/third_party.conf
+# shellcheck source=../../config/third_party.conf
 source "$ROOT/config/third_party.conf"
 
 name=${1:-}
