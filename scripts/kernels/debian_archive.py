@@ -135,7 +135,7 @@ def fetch(suite, arch, dest, specs):
             have = sorted({x["Version"] for x in entries if x.get("Package") == pkg})
             die(f"{pkg}={ver} ({arch}) is not in {suite} any more (it has: "
                 f"{', '.join(have) or 'none'}): pin another version in config/kernels.conf "
-                f"(scripts/kernels.sh lists the archive's kernels)")
+                f"(make kernels lists the archive's kernels)")
         target = os.path.join(dest, os.path.basename(e["Filename"]))
         ok = False
         if os.path.exists(target):

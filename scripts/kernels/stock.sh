@@ -275,7 +275,7 @@ have_bindgen=$(stock_exec bindgen --version)
 have_cc=$(stock_exec "$cc_cmd" --version | head -n 1)
 for t in rustc bindgen cc; do
 	w=want_$t h=have_$t
-	[ "${!w}" = "${!h}" ] || [ $rustup_mode = 1 ] || die "toolchain mismatch: $STOCK_KREL was built with '${!w}', Debian $STOCK_SUITE now has '${!h}'; a module built with another compiler cannot load into it. Pin a kernel built with this toolchain in config/kernels.conf (scripts/kernels.sh lists the archive's kernels)"
+	[ "${!w}" = "${!h}" ] || [ $rustup_mode = 1 ] || die "toolchain mismatch: $STOCK_KREL was built with '${!w}', Debian $STOCK_SUITE now has '${!h}'; a module built with another compiler cannot load into it. Pin a kernel built with this toolchain in config/kernels.conf (make kernels lists the archive's kernels)"
 done
 if [ $rustup_mode = 1 ]; then
 	say "stock: the project's toolchain for a compile-only tree ($have_rustc; $have_bindgen; $have_cc)"
