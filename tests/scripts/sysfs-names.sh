@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Host-side check that the README's table of /sys/block/loopN/rust_loop/ files lists exactly the
-# files the driver creates: the counters (declared once, in the `counters!` list of
+# Host-side check that docs/counters.md's tables ("Counters", "Knobs") list exactly the files the
+# driver creates: the counters (declared once, in the `counters!` list of
 # rust_loop/stats.rs) and the knobs (KNOB_ATTRS in rust_loop/device/sysfs.rs).
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
@@ -11,17 +11,17 @@ awk '/^counters! \{/ { on = 1; next } on && /^\}/ { on = 0 } on' rust_loop/stats
 awk '/^static KNOB_ATTRS/ { on = 1 } on && /^\];/ { on = 0 } on' rust_loop/device/sysfs.rs |
 	grep -oE 'c"[a-z_]+"' | sed -E 's/c"(.*)"/\1/' >"$tmp/knobs"
 sort -u "$tmp/counters" "$tmp/knobs" >"$tmp/driver"
-# README: the first column of the table under "### Counters".
-awk '/^### Counters/ { on = 1; next } on && /^### / { on = 0 } on && /^\| `/' README.md |
+# docs/counters.md: the first column of the tables under "### Counters" and "### Knobs".
+awk '/^### (Counters|Knobs)$/ { on = 1; next } /^##/ { on = 0 } on && /^\| `/' docs/counters.md |
 	cut -d'|' -f2 | grep -oE '`[a-z_]+`' | tr -d '`' | sort -u >"$tmp/readme"
 
 [ "$(wc -l <"$tmp/counters")" -ge 20 ] || fail "found only $(wc -l <"$tmp/counters") counters in rust_loop/stats.rs"
 [ "$(wc -l <"$tmp/knobs")" -ge 3 ] || fail "found only $(wc -l <"$tmp/knobs") knobs in rust_loop/device/sysfs.rs"
 missing=$(comm -23 "$tmp/driver" "$tmp/readme" | xargs)
 extra=$(comm -13 "$tmp/driver" "$tmp/readme" | xargs)
-[ -z "$missing" ] || fail "README's counters table lacks: $missing"
-[ -z "$extra" ] || fail "README's counters table lists files the driver does not create: $extra"
+[ -z "$missing" ] || fail "docs/counters.md's tables lack: $missing"
+[ -z "$extra" ] || fail "docs/counters.md's tables list files the driver does not create: $extra"
 if [ "$failed" = 0 ]; then
-	echo "ok: README lists the $(wc -l <"$tmp/driver") files of rust_loop/ ($(wc -l <"$tmp/counters") counters, $(wc -l <"$tmp/knobs") knobs)"
+	echo "ok: docs/counters.md lists the $(wc -l <"$tmp/driver") files of rust_loop/ ($(wc -l <"$tmp/counters") counters, $(wc -l <"$tmp/knobs") knobs)"
 fi
 exit "$failed"
