@@ -99,7 +99,7 @@ lifecycle:
 	bash scripts/bench/lifecycle.sh
 
 fstests:
-	bash scripts/fstests/fstests.sh
+	bash scripts/third_party/fstests.sh
 
 crashcheck:
 	bash scripts/crashcheck.sh

@@ -78,9 +78,9 @@ say "tests: building the 32-bit compat ioctl program (tests/compat)"
 gcc -m32 -static -O2 -Wall -o tests/compat/loop32 tests/compat/loop32.c ||
 	die "building tests/compat/loop32 failed (needs gcc-multilib: scripts/setup.sh installs it)"
 # aio-stress (tests/dio-hang), from the fstests source; without it, those tests are skipped.
-bash scripts/fstests/aio-stress.sh || die "building aio-stress failed (see above)"
+bash scripts/third_party/aio-stress.sh || die "building aio-stress failed (see above)"
 # replay-log and fsstress (tests/crash), from the same source; without it, those tests are skipped.
-bash scripts/fstests/crash-tools.sh || die "building the crash tests' tools failed (see above)"
+bash scripts/third_party/crash-tools.sh || die "building the crash tests' tools failed (see above)"
 phase "test helpers (tests/kmod, tests/compat, aio-stress, crash tools)"
 
 mkdir -p results/tests

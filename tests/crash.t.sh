@@ -22,7 +22,7 @@
 #   CRASH_SEGMENT         longest stretch of workload before a cut (s; crashcheck: 2)  default 2.5
 #   CRASH_SEED            seed of the first run (the others follow); printed    default random
 #
-# The tools come from fstests (scripts/fstests/crash-tools.sh: replay-log, fsstress in tests/crash/bin).
+# The tools come from fstests (scripts/third_party/crash-tools.sh: replay-log, fsstress in tests/crash/bin).
 
 CRASH_BIN=$ROOT/tests/crash/bin
 CRASH_RESULTS=${RESULTS:-$ROOT/results/tests}/crash
@@ -63,7 +63,7 @@ crash_prereqs() {
 		CONFIG_BLK_DEV_NULL_BLK CONFIG_CONFIGFS_FS
 	[ ! -f "$ROOT/tests/crash/bin.missing" ] || skip "no fstests source for replay-log: $(head -n 1 "$ROOT/tests/crash/bin.missing")"
 	[ -x "$CRASH_BIN/replay-log" ] && [ -x "$CRASH_BIN/fsstress" ] ||
-		fail "tests/crash/bin/replay-log or fsstress missing: run scripts/fstests/crash-tools.sh (scripts/check.sh does)"
+		fail "tests/crash/bin/replay-log or fsstress missing: run scripts/third_party/crash-tools.sh (scripts/check.sh does)"
 	[ -b "${SCRATCH_DEV:-}" ] || fail "no scratch disk (SCRATCH_DEV=${SCRATCH_DEV:-unset})"
 	# Started at every stretch of every run: from the guest's tmpfs, not over 9p.
 	mkdir -p "$T/crash-bin" && cp "$CRASH_BIN/replay-log" "$CRASH_BIN/fsstress" "$T/crash-bin/" ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The guest half of scripts/fstests/fstests.sh (runs inside the VM as root): fstests on loop devices.
+# The guest half of scripts/third_party/fstests.sh (runs inside the VM as root): fstests on loop devices.
 #
 # For each driver of FSTESTS_DRIVERS (rust_loop: insmod rust_loop.ko; loop: modprobe loop) and
 # each file system of FSTESTS_FS: two sparse backing files on the scratch disk's file system
@@ -46,7 +46,7 @@ BUDGET=${FSTESTS_BUDGET:-0}
 BATCH=${FSTESTS_BATCH:-1}
 FILE_SIZE=${FSTESTS_FILE_SIZE:-3G}
 DISK=${SCRATCH_DEV:-/dev/vda}
-SRC=${FSTESTS_SRC:?FSTESTS_SRC: the built fstests tree, as a tar (scripts/fstests/fstests.sh sets it)}
+SRC=${FSTESTS_SRC:?FSTESTS_SRC: the built fstests tree, as a tar (scripts/third_party/fstests.sh sets it)}
 # Everything the run writes outside the results: the guest's /tmp is a tmpfs (the root file
 # system is the host's, read-only).
 W=/tmp/rust-loop-fstests

@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # Host-side check of the named fstests lists (tests/fstests/*.list, FSTESTS_LIST=list:NAME): each
 # names at least one test, each test once, and every test exists in the fstests snapshot that
-# scripts/fstests/fstests.sh builds (a typo would otherwise only show as a "not run" in the guest).
+# scripts/third_party/fstests.sh builds (a typo would otherwise only show as a "not run" in the guest).
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
-# The fstests source at its pinned commit (scripts/fstests/third_party.sh); without one, skipped (77).
+# The fstests source at its pinned commit (scripts/third_party/third_party.sh); without one, skipped (77).
 if [ -n "${FSTESTS_TARBALL:-}" ]; then
 	tarball=$FSTESTS_TARBALL
 	[ -f "$tarball" ] || fail "FSTESTS_TARBALL=$tarball does not exist"
 	[ "$failed" = 0 ] || exit 1
 else
 	rc=0
-	tarball=$(bash "$ROOT/scripts/fstests/third_party.sh" fstests 2>"$tmp/err") || rc=$?
+	tarball=$(bash "$ROOT/scripts/third_party/third_party.sh" fstests 2>"$tmp/err") || rc=$?
 	if [ $rc = 2 ]; then
 		echo "SKIP: $(sed -n 's/^third_party: //p' "$tmp/err" | head -n 1)"
 		exit 77
 	fi
-	[ $rc = 0 ] || { cat "$tmp/err"; fail "scripts/fstests/third_party.sh fstests failed"; exit 1; }
+	[ $rc = 0 ] || { cat "$tmp/err"; fail "scripts/third_party/third_party.sh fstests failed"; exit 1; }
 fi
 tar tzf "$tarball" | sed -nE 's|^(\./)?tests/([a-z0-9]+/[0-9]+)$|\2|p' | sort -u >"$tmp/known"
 [ "$(wc -l <"$tmp/known")" -gt 500 ] || fail "found only $(wc -l <"$tmp/known") tests in $tarball"

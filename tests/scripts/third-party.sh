@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Host-side check of how the suite finds the outside test sources (scripts/fstests/third_party.sh,
-# scripts/fstests/aio-stress.sh), in a copy of the project's scripts with no ../shared beside it, its
+# Host-side check of how the suite finds the outside test sources (scripts/third_party/third_party.sh,
+# scripts/third_party/aio-stress.sh), in a copy of the project's scripts with no ../shared beside it, its
 # own cache, and the pinned fstests commit replaced by one of a local repository:
 #  - fetched "upstream" (the local repository) at the pinned commit into the cache, checked by
 #    its commit id; a repository without that commit gives nothing;
 #  - a snapshot in $RUST_LOOP_THIRD_PARTY is found without fetching; one of another commit under
 #    the pinned name is refused;
 #  - no snapshot and no network: exit 2 with the reason and both ways to provide it;
-#    scripts/fstests/aio-stress.sh then records why (tests/aio-stress.missing) and succeeds, so that the
+#    scripts/third_party/aio-stress.sh then records why (tests/aio-stress.missing) and succeeds, so that the
 #    rest of the suite runs; the fstests-lists host test says SKIP (exit 77); `make fstests`
-#    (scripts/fstests/fstests.sh) fails with the message;
+#    (scripts/third_party/fstests.sh) fails with the message;
 #  - with the real snapshot (../shared/third_party, where present), aio-stress builds from it.
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
@@ -29,7 +29,7 @@ echo x >"$up/f" && git -C "$up" add f && git -C "$up" -c user.name=t -c user.ema
 other=$(git -C "$up" rev-parse HEAD)
 sed -i -e "s|^fstests_COMMIT=.*|fstests_COMMIT=$pinned|" -e "s|^fstests_UPSTREAM=.*|fstests_UPSTREAM=file://$up|" \
 	"$clone/config/third_party.conf"
-tp() { bash "$clone/scripts/fstests/third_party.sh" fstests; }
+tp() { bash "$clone/scripts/third_party/third_party.sh" fstests; }
 
 # Fetched at the pinned commit, checked, cached.
 out=$(tp 2>"$tmp/err") || fail "fetch from the local upstream failed: $(cat "$tmp/err")"
@@ -59,7 +59,7 @@ tp >/dev/null 2>"$tmp/err" || rc=$?
 grep -q "RUST_LOOP_THIRD_PARTY" "$tmp/err" && grep -q "network access to file://$tmp/nowhere" "$tmp/err" ||
 	fail "the message does not give both ways: $(cat "$tmp/err")"
 # The suite goes on without it: aio-stress is recorded as missing, not built, and succeeds.
-(cd "$clone" && bash scripts/fstests/aio-stress.sh >"$tmp/aio.out" 2>&1) || fail "aio-stress.sh failed without a source: $(cat "$tmp/aio.out")"
+(cd "$clone" && bash scripts/third_party/aio-stress.sh >"$tmp/aio.out" 2>&1) || fail "aio-stress.sh failed without a source: $(cat "$tmp/aio.out")"
 [ -s "$clone/tests/aio-stress.missing" ] && [ ! -e "$clone/tests/aio-stress" ] ||
 	fail "no tests/aio-stress.missing (or an aio-stress) without a source"
 grep -q "no fstests source" "$clone/tests/aio-stress.missing" || fail "aio-stress.missing: $(cat "$clone/tests/aio-stress.missing")"
@@ -69,15 +69,15 @@ out=$(bash "$clone/tests/scripts/fstests-lists.sh" 2>&1) || rc=$?
 [ $rc = 77 ] && echo "$out" | grep -q "^SKIP: no fstests source" || fail "fstests-lists without a source: exit $rc: $out"
 # make fstests alone fails with the message (before any set-up or VM).
 rc=0
-(cd "$clone" && bash scripts/fstests/fstests.sh >"$tmp/f.out" 2>&1) || rc=$?
+(cd "$clone" && bash scripts/third_party/fstests.sh >"$tmp/f.out" 2>&1) || rc=$?
 [ $rc != 0 ] && grep -q "make fstests needs the fstests source" "$tmp/f.out" && grep -q "RUST_LOOP_THIRD_PARTY" "$tmp/f.out" ||
-	fail "scripts/fstests/fstests.sh without a source: exit $rc: $(tail -n 5 "$tmp/f.out")"
+	fail "scripts/third_party/fstests.sh without a source: exit $rc: $(tail -n 5 "$tmp/f.out")"
 
 # The real snapshot, where this checkout has one beside it: aio-stress builds from it.
-if snap=$(RUST_LOOP_FETCH=0 bash "$ROOT/scripts/fstests/third_party.sh" fstests 2>/dev/null); then
+if snap=$(RUST_LOOP_FETCH=0 bash "$ROOT/scripts/third_party/third_party.sh" fstests 2>/dev/null); then
 	cp "$ROOT/config/third_party.conf" "$clone/config/"
 	mkdir -p "$tmp/real" && ln -s "$snap" "$tmp/real/$(basename "$snap")"
-	(cd "$clone" && RUST_LOOP_THIRD_PARTY=$tmp/real bash scripts/fstests/aio-stress.sh >"$tmp/aio.out" 2>&1) ||
+	(cd "$clone" && RUST_LOOP_THIRD_PARTY=$tmp/real bash scripts/third_party/aio-stress.sh >"$tmp/aio.out" 2>&1) ||
 		fail "aio-stress.sh with the snapshot failed: $(tail -n 5 "$tmp/aio.out")"
 	[ -x "$clone/tests/aio-stress" ] && [ ! -e "$clone/tests/aio-stress.missing" ] ||
 		fail "aio-stress not built from the snapshot"

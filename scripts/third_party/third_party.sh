@@ -11,14 +11,14 @@
 # A tarball found in 1-3 must carry the pinned commit (git get-tar-commit-id), or it is refused.
 # Exits 2, printing why and the two ways to provide the source, when none is reachable.
 #
-#   scripts/fstests/third_party.sh fstests
+#   scripts/third_party/third_party.sh fstests
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 # shellcheck source=../../config/third_party.conf
 source "$ROOT/config/third_party.conf"
 
 name=${1:-}
 commit_var=${name}_COMMIT upstream_var=${name}_UPSTREAM
-[ -n "$name" ] && [ -n "${!commit_var:-}" ] || die "usage: scripts/fstests/third_party.sh fstests|blktests"
+[ -n "$name" ] && [ -n "${!commit_var:-}" ] || die "usage: scripts/third_party/third_party.sh fstests|blktests"
 commit=${!commit_var} upstream=${!upstream_var}
 
 # A tarball of the pinned commit in a directory (its name carries a prefix of the commit, and

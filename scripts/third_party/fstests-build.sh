@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# fstests built from its source at the pinned commit (scripts/fstests/third_party.sh), once, into
+# fstests built from its source at the pinned commit (scripts/third_party/third_party.sh), once, into
 # $CACHE/fstests-<tarball hash>: what `make fstests` runs and what the crash tests take their tools
-# from (scripts/fstests/crash-tools.sh). Source it after scripts/common.sh, with FSTESTS_TARBALL set;
+# from (scripts/third_party/crash-tools.sh). Source it after scripts/common.sh, with FSTESTS_TARBALL set;
 # then fstests_packages installs what fstests builds and runs with, fstests_build builds it.
 
 # What fstests builds with (the list in ../shared/README.md, plus libcap and gdbm's ndbm for the

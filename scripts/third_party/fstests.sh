@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # fstests (xfstests) on file systems on loop devices, in a VM: rust_loop and the C loop.ko.
 #
-#   scripts/fstests/fstests.sh          (make fstests)
-#   FSTESTS_LIST="generic/013 generic/113" FSTESTS_DRIVERS=rust_loop FSTESTS_FS=xfs scripts/fstests/fstests.sh
+#   scripts/third_party/fstests.sh          (make fstests)
+#   FSTESTS_LIST="generic/013 generic/113" FSTESTS_DRIVERS=rust_loop FSTESTS_FS=xfs scripts/third_party/fstests.sh
 #
 # On the host (idempotent): the Debian packages fstests builds with and runs with, its users and
 # groups (fsgqa, fsgqa2, 123456-fsgqa; the guest shares the host's /etc), and fstests itself,
-# built from the fstests source at its pinned commit (scripts/fstests/third_party.sh: $RUST_LOOP_THIRD_PARTY,
+# built from the fstests source at its pinned commit (scripts/third_party/third_party.sh: $RUST_LOOP_THIRD_PARTY,
 # ../shared/third_party, or fetched upstream into the cache; CI reaches only the package registries,
 # so there the snapshot is used) into $CACHE/fstests-<tarball hash>, marked built by .rust-loop-built.
 # Then the kernel and rust_loop.ko, and a VM with a sparse scratch disk (/dev/vda) that runs
@@ -51,10 +51,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
 
-# The fstests source at its pinned commit: scripts/fstests/third_party.sh says where it looked and how to
+# The fstests source at its pinned commit: scripts/third_party/third_party.sh says where it looked and how to
 # provide it when it finds none.
 if [ -z "${FSTESTS_TARBALL:-}" ]; then
-	FSTESTS_TARBALL=$(bash scripts/fstests/third_party.sh fstests) ||
+	FSTESTS_TARBALL=$(bash scripts/third_party/third_party.sh fstests) ||
 		die "make fstests needs the fstests source (see above)"
 fi
 FSTESTS_DRIVERS=${FSTESTS_DRIVERS:-rust_loop loop}
@@ -76,7 +76,7 @@ for d in $FSTESTS_DRIVERS; do
 done
 
 # shellcheck source=fstests-build.sh
-source "$ROOT/scripts/fstests/fstests-build.sh"
+source "$ROOT/scripts/third_party/fstests-build.sh"
 
 # The users and groups some tests switch to (fstests' README). The guest sees the host's /etc.
 fstests_users() {
