@@ -81,7 +81,9 @@ gcc -m32 -static -O2 -Wall -o tests/compat/loop32 tests/compat/loop32.c ||
 bash scripts/third_party/aio-stress.sh || die "building aio-stress failed (see above)"
 # replay-log and fsstress (tests/crash), from the same source; without it, those tests are skipped.
 bash scripts/third_party/crash-tools.sh || die "building the crash tests' tools failed (see above)"
-phase "test helpers (tests/kmod, tests/compat, aio-stress, crash tools)"
+# blktests (tests/blktests.t.sh: its loop group), from its source; without it, that test is skipped.
+bash scripts/third_party/blktests.sh || die "building blktests failed (see above)"
+phase "test helpers (tests/kmod, tests/compat, aio-stress, crash tools, blktests)"
 
 mkdir -p results/tests
 rm -f results/tests/summary

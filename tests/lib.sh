@@ -182,15 +182,28 @@ zero_sum() { head -c "$1" /dev/zero | sha256sum | cut -d' ' -f1; }
 # Stops udevd and its workers (their probes open loop devices: a close is then not the last; the
 # events of a test that binds and clears devices many times a second cost CPU); the trap of the
 # caller must call udev_restart.
+# udevd's processes by name, not command line (a command line can name the unit: `systemctl stop
+# systemd-udevd`); its workers are named "(udev-worker)" or, before systemd 253, as udevd.
+udev_procs() { pgrep -x systemd-udevd; pgrep -x '\(udev-worker\)'; } 2>/dev/null
 udev_stop() {
 	udevadm settle 2>/dev/null || true
 	udevadm control --exit 2>/dev/null || true
 	local i
 	for i in $(seq 1 50); do
-		pgrep -f 'systemd-udevd|udev-worker' >/dev/null || return 0
+		[ -n "$(udev_procs)" ] || return 0
 		sleep 0.1
 	done
-	pkill -KILL -f 'systemd-udevd|udev-worker' 2>/dev/null || true
+	udev_procs | xargs -r kill -KILL 2>/dev/null || true
+}
+# udev_drain: returns once udevd has handled every uevent the kernel sent before the call. A
+# marker event's round trip comes first (udevadm trigger --settle: udevd reads its socket in order,
+# so every earlier event has been read when the marker is handled), then an empty queue. `udevadm
+# settle` alone waits only for the events udevd has read so far: after a storm of binds and clears
+# (blktests' loop/006: over a hundred a second) the rest are still in its socket, and udevd works
+# through them during the next test.
+udev_drain() {
+	udevadm trigger --settle --action=change /sys/devices/virtual/mem/null 2>/dev/null || true
+	udevadm settle -t 120 2>/dev/null || true
 }
 udev_restart() {
 	pgrep -x systemd-udevd >/dev/null && return 0
