@@ -11,9 +11,10 @@ first; with --paths, the ways a write ends that rust_loop's counters show taken,
 Exits 1 when a run of the driver(s) named lost anything, failed a check, failed outright,
 checked fewer points than asked or no object at all, when the runs are not those of --matrix (a
 file of "driver stack mode backing upper" lines, the runs the command made: one missing, say a
-test that skipped, or one of an earlier run fails), and with --require-paths (which implies --paths) when a way a
-write ends that the runs must take was not taken (its counter stayed 0). The suite's short form
-shows the ways without requiring them: a few cuts need not race an ioctl with a flush.
+test that skipped, or one of an earlier run fails), and with --require-paths (which implies
+--paths) when a way a write ends that the runs must take was not taken (its counter stayed 0).
+The suite's short form shows the ways without requiring them: a few cuts need not race an ioctl
+with a flush.
 """
 import argparse
 import glob
