@@ -152,8 +152,15 @@ def warn_valid_until(suite):
         return
     path = os.path.join(CACHE, suite, "InRelease")
     if not os.path.exists(path):
-        # An index cached before its InRelease was kept: fetch (and verify) that.
-        release_hashes(suite)
+        # An index cached before its InRelease was kept: fetch (and verify) that; the cached
+        # index stays usable without it (offline).
+        try:
+            release_hashes(suite)
+        except SystemExit:
+            print(f"warning: {suite}'s Valid-Until not checked (its InRelease could not be had)",
+                  file=sys.stderr)
+            _warned.add(suite)
+            return
     with open(path, encoding="utf-8", errors="replace") as f:
         w = valid_until_warning(suite, f.read())
     if w:
