@@ -307,7 +307,7 @@ check_module() {
 # one, as regenerating them takes 2.5 minutes a kernel on 2 cores, 12 under load): scripts/kernels/stock.sh's tree
 # for the kernel (the same `make rust/kernel.o` of the same linux-source with the same compilers,
 # in the kernel's build root), copied to where rust-loop-build keeps its own with the stamp it
-# writes (the compilers the kernel's .config names: rust-loop-build refuses any others) and the
+# writes (rustc and bindgen as the kernel's .config names them, the root's C compiler) and the
 # source pruned as it prunes it. rust-loop-build then builds the module at once; the install
 # log must not show a regeneration. The other kernels' artefacts are regenerated as on a
 # user's machine.
@@ -346,7 +346,11 @@ for n in "${handover[@]}"; do
 		in_src=/var/cache/rust-loop/$k/src in_kb=/var/cache/rust-loop/$k/kbuild
 		ln -sfn "$in_src" "$cache/kbuild/source"
 		sed -i -e "s|$STOCK_KBUILD_IN|$in_kb|g" -e "s|$STOCK_SRC_IN|$in_src|g" "$cache/kbuild/Makefile"
-		echo "headers=linux-headers-$k/$STOCK_DEBVER source=$STOCK_DEBVER rustc=$(cfgv CONFIG_RUSTC_VERSION_TEXT) bindgen=$(cfgv CONFIG_BINDGEN_VERSION_TEXT) cc=$(cfgv CONFIG_CC_VERSION_TEXT)" \
+		# The C compiler as rust-loop-build sees it: the root's (its Debian revision may differ
+		# from the kernel's: packaging/dkms/toolchain.sh), else the one the .config names.
+		want_cc=$(cfgv CONFIG_CC_VERSION_TEXT)
+		have_cc=$(uexec "${want_cc%% *}" --version 2>/dev/null | head -n 1 || true)
+		echo "headers=linux-headers-$k/$STOCK_DEBVER source=$STOCK_DEBVER rustc=$(cfgv CONFIG_RUSTC_VERSION_TEXT) bindgen=$(cfgv CONFIG_BINDGEN_VERSION_TEXT) cc=${have_cc:-$want_cc}" \
 			>"$cache/kbuild/.rust-loop-built"
 	) || exit 1
 done
