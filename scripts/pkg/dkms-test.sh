@@ -25,7 +25,8 @@
 #
 # Results in results/dkms-test-<name>/ (<name>+<name> with DKMS_TEST_ALSO): the logs of each
 # phase, timings.txt; a row per kernel in results/matrix/results.tsv (name, "package", ok or
-# FAIL, seconds, date: README's "Supported kernels" table).
+# FAIL, seconds, date, the run's provenance, partial for a kernel of DKMS_TEST_HANDOVER: README's
+# "Supported kernels" table).
 #
 # Phases (each says what it does; any failed check stops the script with a non-zero status):
 #  0. packages: the kernel's packages and image (scripts/kernels/stock.sh), the repository of this
@@ -134,12 +135,14 @@ flock -n 9 || die "another scripts/pkg/dkms-test.sh is running (lock $roots/.use
 
 # From here on, the result is recorded per kernel (README's table), a failure too.
 t_start=$SECONDS
+run_provenance
 record_result() {
-	local rc=$? n
-	mkdir -p "$ROOT/results/matrix"
+	local rc=$? n scope
 	for n in "${names[@]}"; do
-		printf '%s\tpackage\t%s\t%s\t%s\n' "$n" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" \
-			"$((SECONDS - t_start))" "$(date +%F)" >>"$ROOT/results/matrix/results.tsv"
+		# A kernel whose Rust artefacts were handed over skipped the package's own regeneration.
+		scope=whole
+		[[ " ${DKMS_TEST_HANDOVER:-} " != *" $n "* ]] || scope=partial
+		result_row "$n" package "$([ "$rc" = 0 ] && echo ok || echo FAIL)" "$((SECONDS - t_start))" "$scope"
 	done
 }
 trap record_result EXIT
