@@ -268,6 +268,12 @@ if [ ! -f "$croot/.rust-loop-made" ]; then
 		die "debootstrap of $STOCK_SUITE from $STOCK_ARCHIVE failed (log: $base/debootstrap-$STOCK_SUITE.log)"
 	touch "$croot/.rust-loop-made"
 fi
+# A suite whose Release has expired (its Valid-Until passed: forky's and sid's as a snapshot
+# mirror serves them) is still used when a later kernel of the root adds packages (sid's arm64
+# cross compilers after its amd64 kernel made the root). Signatures are still checked.
+[ -f "$croot/etc/apt/apt.conf.d/99rust-loop-valid-until" ] ||
+	printf '%s\n' '// scripts/kernels/stock.sh: a mirror serving an expired Release (Valid-Until past) is still used.' \
+		'Acquire::Check-Valid-Until "false";' >"$croot/etc/apt/apt.conf.d/99rust-loop-valid-until"
 if ! stock_exec sh -c 'for p; do dpkg-query -W -f="\${Status}" "$p" 2>/dev/null | grep -q "ok installed" || exit 1; done' _ "${CHROOT_PKGS[@]}"; then
 	say "stock: installing the build root's packages (${CHROOT_PKGS[*]})"
 	stock_exec sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"' _ "${CHROOT_PKGS[@]}" >&2 ||
