@@ -383,9 +383,20 @@ grep -qF "rust-loop-dkms: $fake_norust: rust_loop not built, 'modprobe loop' loa
 	die "the postinst did not say why rust_loop is not built for $fake_norust (no Rust; see $out/install.log)"
 rm -rf "$uroot/lib/modules/$fake_rust" "$uroot/lib/modules/$fake_norust"
 for k in "${krels[@]}"; do check_module "$k"; done
-for n in "${handover[@]}"; do
-	! grep -q "regenerating the Rust artefacts for ${krel_of[$n]}" "$out/install.log" ||
-		die "rust-loop-build regenerated the handed-over artefacts of ${krel_of[$n]} (their stamp or paths differ; see $out/install.log)"
+# DKMS's log of each build (rust-loop-build's output): a handed-over kernel's shows no
+# regeneration; every other kernel's shows the package's own, from the source it extracted.
+for n in "${names[@]}"; do
+	k=${krel_of[$n]}
+	makelog=$uroot/var/lib/dkms/rust-loop/$debver/$k/$dkms_arch/log/make.log
+	cp "$makelog" "$out/install-make-$k.log" 2>/dev/null || die "no DKMS build log $makelog after the install"
+	if [[ " ${handover[*]} " == *" $n "* ]]; then
+		! grep -q "regenerating the Rust artefacts for $k" "$makelog" ||
+			die "rust-loop-build regenerated the handed-over artefacts of $k (their stamp or paths differ; see $out/install-make-$k.log)"
+	else
+		grep -q "extracting .*linux-source-.* into /var/cache/rust-loop/$k/src" "$makelog" &&
+			grep -q "regenerating the Rust artefacts for $k" "$makelog" ||
+			die "rust-loop-build did not extract linux-source and regenerate the Rust artefacts for $k (see $out/install-make-$k.log)"
+	fi
 done
 phase_end
 
