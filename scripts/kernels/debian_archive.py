@@ -185,9 +185,10 @@ def release_hashes(suite):
     text = raw.decode(errors="replace")
     d = os.path.join(CACHE, suite)
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "InRelease.tmp"), "wb") as f:
+    tmp = os.path.join(d, f"InRelease.tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
         f.write(raw)
-    os.replace(os.path.join(d, "InRelease.tmp"), os.path.join(d, "InRelease"))
+    os.replace(tmp, os.path.join(d, "InRelease"))
     hashes, inside = {}, False
     for line in text.splitlines():
         if line.startswith("SHA256:"):
@@ -217,7 +218,7 @@ def index(suite, arch, refresh=False, max_age=None):
         data = get(f"{ARCHIVE}/dists/{suite}/{rel}")
         if sha256(data) != hashes[rel][0]:
             die(f"{suite}'s {rel} does not match its InRelease hash")
-        tmp = path + ".tmp"
+        tmp = f"{path}.tmp{os.getpid()}"
         with open(tmp, "wb") as f:
             f.write(lzma.decompress(data))
         os.replace(tmp, path)
@@ -272,9 +273,10 @@ def fetch(suite, arch, dest, specs):
             data = get(f"{ARCHIVE}/{e['Filename']}")
             if sha256(data) != e["SHA256"]:
                 die(f"{e['Filename']} does not match the hash of {suite}'s index")
-            with open(target + ".tmp", "wb") as f:
+            tmp = f"{target}.tmp{os.getpid()}"
+            with open(tmp, "wb") as f:
                 f.write(data)
-            os.replace(target + ".tmp", target)
+            os.replace(tmp, target)
         out.append(target)
     print("\n".join(out))
 
@@ -312,9 +314,10 @@ def config_text(suite, arch, spec):
                                capture_output=True)
             if p.returncode != 0 or not p.stdout:
                 die(f"no .config in {pkg}={ver}")
-            with open(cfg + ".tmp", "wb") as f:
+            tmp = f"{cfg}.tmp{os.getpid()}"
+            with open(tmp, "wb") as f:
                 f.write(p.stdout)
-            os.replace(cfg + ".tmp", cfg)
+            os.replace(tmp, cfg)
     with open(cfg) as f:
         return f.read()
 

@@ -12,7 +12,7 @@ config/kernels.conf; "not buildable" when the archive no longer has that rustc (
 built with that one only); "NEWER" when it is newer than every kernel the matrix pins for its
 suite and flavour (the next kernel those users get: add it); else "not in the matrix" (a
 flavour, an architecture or an older kernel the matrix does not sample), with "new series" when
-no row of the matrix is of its series (docs/releasing.md: how a series is added). Versions are
+no row of the matrix is of its series (docs/kernels.md: how a series is added). Versions are
 ordered as dpkg orders them (debian_archive.version_compare). Then the rows whose pinned
 packages (headers and source) the archive no longer has ("LOST"). A suite whose index is past its
 Valid-Until is used with a warning (debian_archive.py).
@@ -135,7 +135,7 @@ def main(argv, conf=None):
             else:
                 state = "not in the matrix"
                 if series not in matrix_series:
-                    state += f" (new series {series}: docs/releasing.md)"
+                    state += f" (new series {series}: docs/kernels.md)"
             out.append(f"{krel:28} {ver:18} {suite:17} {arch:5} rustc {rv:7} {state}")
     print("\n".join(out))
     lost = lost_rows(rows)

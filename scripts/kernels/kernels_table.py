@@ -147,13 +147,13 @@ def stale_reason(row):
     """Why a result is not known to come from today's driver source, or None when it does."""
     commit = row["commit"]
     if commit in ("", "-"):
-        return "no commit recorded"
+        return "no commit"
     if row["tree"] == "dirty-driver":
         return "uncommitted driver changes"
     if commit not in _fresh:
         rc, _ = git("cat-file", "-e", commit + "^{commit}")
         if rc != 0:
-            _fresh[commit] = "commit not in this repository"
+            _fresh[commit] = "unknown commit"
         else:
             rc, _ = git("diff", "--quiet", commit, "--", *DRIVER)
             _fresh[commit] = None if rc == 0 else "driver changed since"
