@@ -62,6 +62,9 @@ for t in tests/scripts/*.sh; do
 done
 
 phase_start=$SECONDS
+# What the results stand for (a kernel of the matrix's: the suite's or subset's row below, the
+# install test's): the commit and tree the module is built from now.
+run_provenance
 bash scripts/kernels/kernel.sh >/dev/null
 phase "kernel ($KERNEL: scripts/kernels/$(is_stock && echo stock || echo kernel).sh)"
 say "module: building rust_loop.ko"
@@ -135,13 +138,19 @@ read -r guest_passed _ guest_failed _ guest_skipped _ <<<"$summary"
 summary="$((guest_passed + host_passed)) passed, $((guest_failed + host_failed)) failed, $((${guest_skipped:-0} + host_skipped)) skipped"
 echo "$summary" >results/tests/summary
 [ "$host_failed" = 0 ] || [ "$status" != 0 ] || status=1
-# On a kernel of the matrix, the whole suite's result (or the subset's: CHECK_STEP=subset, make
-# subset) goes to results/matrix/results.tsv, for README's "Supported kernels" table.
-if is_stock && { [ -z "${1:-}" ] || [ -n "${CHECK_STEP:-}" ]; }; then
+# On a kernel of the matrix, the suite's result (or the subset's: CHECK_STEP=subset, make subset)
+# goes to results/matrix/results.tsv, for README's "Supported kernels" table: whole, or partial
+# when REGEX chose some of the suite's tests (make subset: CHECK_SCOPE=partial, SUBSET_TESTS); a
+# run of the host's tests alone (REGEX 'scripts/') records nothing.
+if is_stock && { [ -z "${1:-}" ] || [ -n "${CHECK_STEP:-}" ] || [ $((guest_passed + guest_failed)) -gt 0 ]; }; then
 	stock_row
-	mkdir -p results/matrix
-	printf '%s\t%s\t%s\t%s\t%s\n' "$STOCK_NAME" "${CHECK_STEP:-suite}" "$([ "$status" = 0 ] && echo ok || echo FAIL)" \
-		"$summary" "$(date +%F)" >>results/matrix/results.tsv
+	scope=whole
+	if [ -n "${CHECK_STEP:-}" ]; then
+		scope=${CHECK_SCOPE:-whole}
+	elif [ -n "${1:-}" ]; then
+		scope=partial
+	fi
+	result_row "$STOCK_NAME" "${CHECK_STEP:-suite}" "$([ "$status" = 0 ] && echo ok || echo FAIL)" "$summary" "$scope"
 fi
 echo "$summary"
 exit "$status"

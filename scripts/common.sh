@@ -94,6 +94,18 @@ stock_names() {
 		"$ROOT/config/kernels.conf"
 }
 
+# The provenance of a run's results (scripts/kernels/kernels_table.py: the commit, whether the tree was
+# dirty, CI or a person), taken when the run starts, unless a script that started this one took it
+# (make smoke's build; make check's install test): RUN_PROVENANCE, exported.
+run_provenance() {
+	[ -n "${RUN_PROVENANCE:-}" ] || RUN_PROVENANCE=$(python3 "$ROOT/scripts/kernels/kernels_table.py" --provenance) ||
+		die "scripts/kernels/kernels_table.py --provenance failed"
+	export RUN_PROVENANCE
+}
+# result_row NAME STEP RESULT DETAIL [whole|partial]: appends a result of a kernel of the matrix to
+# results/matrix/results.tsv, with run_provenance's (README's "Supported kernels" table).
+result_row() { python3 "$ROOT/scripts/kernels/kernels_table.py" --append "$@"; }
+
 # The stock flavour's paths for the kernel STOCK selects: its build root (one per suite: the
 # toolchain) and, inside it, the kernel source and the build tree with the regenerated Rust
 # artefacts (one per kernel release).

@@ -30,6 +30,9 @@ APT_PKGS=(
 	# the stock kernel flavour (scripts/kernels/stock.sh): its build root is made by debootstrap, and
 	# virtme-ng makes the initramfs of a modular distribution kernel with busybox
 	debootstrap busybox-static
+	# Debian's archive read without the host's apt (scripts/kernels/debian_archive.py: make kernels, the
+	# stock kernels' packages): its signed indexes checked
+	gpgv debian-archive-keyring
 )
 # The project's own kernels (KERNEL=default|debug) and the project's toolchain (make toolchains):
 # the kernel source, libclang for the host's bindgen, LLVM for the debug flavour (KASAN + Rust

@@ -168,13 +168,15 @@ crash_cleanup() {
 	udev_restart
 }
 
-# crash_report DRIVER [report.py options]: the table of DRIVER's runs and the verdict.
+# crash_report DRIVER [report.py options]: the table of DRIVER's runs and the verdict (the runs
+# must be crash_matrix's, each once).
 crash_report() {
 	local driver=$1
 	shift
+	crash_matrix | sed "s/^/$driver /" >"$T/crash-matrix"
 	python3 "$ROOT/tests/crash/report.py" "$CRASH_RESULTS" --driver "$driver" \
 		--cuts "${CRASH_CUTS:-2}" --points "${CRASH_POINTS:-3}" \
-		--shutdown-cuts "${CRASH_SHUTDOWN_CUTS:-2}" "$@"
+		--shutdown-cuts "${CRASH_SHUTDOWN_CUTS:-2}" --matrix "$T/crash-matrix" "$@"
 }
 
 # loop.c under the same runs: the reference. Any difference from it is a bug of rust_loop's.

@@ -7,10 +7,11 @@
 #
 #   scripts/kernels/matrix.sh [NAME...]     (default: every row; MATRIX=<names> does the same)
 #
-# Writes results/matrix/<name>/{build.log,rust_loop.ko}, appends a row per kernel to
-# results/matrix/results.tsv (name, "build", ok or FAIL, the rustc, the date: README's
-# "Supported kernels" table is made from it, scripts/kernels/kernels_table.py), prints a line per kernel
-# and "N passed, N failed"; exits non-zero when any kernel's build fails.
+# Writes results/matrix/<name>/{stock.log,build.log,rust_loop.ko}, appends a row per kernel to
+# results/matrix/results.tsv (name, "build", ok or FAIL, the rustc, the date and the run's
+# provenance: README's "Supported kernels" table is made from it,
+# scripts/kernels/kernels_table.py), prints a line per kernel and "N passed, N failed"; exits
+# non-zero when any kernel's build fails.
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
 cd "$ROOT"
 [ "$KERNEL" = stock ] && [ -z "${KDIR:-}" ] || die "make matrix builds for the stock kernels (KERNEL=stock, no KDIR)"
@@ -20,6 +21,7 @@ names=("$@")
 [ ${#names[@]} -gt 0 ] || mapfile -t names < <(stock_names)
 out=results/matrix
 mkdir -p "$out"
+run_provenance
 passed=0 failed=0
 # The files a build needs: what git tracks of the module's sources (a checkout's build products
 # stay behind).
@@ -32,7 +34,9 @@ for name in "${names[@]}"; do
 	log=$dir/build.log
 	result=ok
 	(
-		STOCK=$name bash scripts/kernels/stock.sh >/dev/null || exit 1
+		# The build root's messages apart (stock.log): the archive's own warnings (an index past
+		# its Valid-Until) are not the build's, which must have none.
+		STOCK=$name bash scripts/kernels/stock.sh >/dev/null 2>"$dir/stock.log" || { cat "$dir/stock.log"; exit 1; }
 		git ls-files -z --cached --others --exclude-standard -- "${sources[@]}" | xargs -0 cp --parents -t "$dir/src" || exit 1
 		# Module and clippy, -Dwarnings; any other warning (C, kbuild) fails too.
 		STOCK=$name bash scripts/kernels/kmake.sh M="$ROOT/$dir/src" KRUSTFLAGS=-Dwarnings modules || exit 1
@@ -45,7 +49,7 @@ for name in "${names[@]}"; do
 	fi
 	secs=$((SECONDS - t0))
 	rustc=$(sed -n 's/^CONFIG_RUSTC_VERSION_TEXT="rustc \([^ ]*\).*/\1/p' "$(STOCK=$name kernel_dir)/.config" 2>/dev/null)
-	printf '%s\tbuild\t%s\trustc %s\t%s\n' "$name" "${result%% *}" "${rustc:-?}" "$(date +%F)" >>"$out/results.tsv"
+	result_row "$name" build "${result%% *}" "rustc ${rustc:-?}"
 	if [ "$result" = ok ]; then
 		passed=$((passed + 1))
 		printf 'ok   %-10s %-28s %4ss\n' "$name" "$STOCK_KREL" "$secs"

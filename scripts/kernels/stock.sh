@@ -31,8 +31,9 @@
 #  3. chroot-<suite>/: a Debian root of the row's suite (trixie, forky, sid) made by debootstrap
 #     with the toolchain the kernel was built with: rustc, rust-src, bindgen, the gcc its
 #     .config names (a cross gcc for arm64) and libclang. Their versions are checked against the
-#     ones the headers' .config records; a mismatch stops here. One root serves every kernel
-#     of its suite.
+#     ones the headers' .config records, by the package's rule (packaging/dkms/toolchain.sh:
+#     rustc and bindgen exactly, gcc of the same upstream version); a mismatch stops here. One
+#     root serves every kernel of its suite.
 #  4. In that root, /usr/src/rust-loop-kbuild/<release>: a copy of the headers tree in which the
 #     Rust artefacts Debian does not ship (rust/*.rmeta, the macros crate, scripts/target.json)
 #     are regenerated from the same kernel source (make O=<copy> rust/kernel.o, 2-3 minutes),
@@ -42,6 +43,8 @@
 # modules`, which scripts/kernels/kmake.sh does); the headers' .kernelvariables give ARCH,
 # CROSS_COMPILE and CC.
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
+# shellcheck source=../../packaging/dkms/toolchain.sh
+source "$ROOT/packaging/dkms/toolchain.sh"
 
 stock_paths
 base=$CACHE/stock
@@ -265,6 +268,12 @@ if [ ! -f "$croot/.rust-loop-made" ]; then
 		die "debootstrap of $STOCK_SUITE from $STOCK_ARCHIVE failed (log: $base/debootstrap-$STOCK_SUITE.log)"
 	touch "$croot/.rust-loop-made"
 fi
+# A suite whose Release has expired (its Valid-Until passed: forky's and sid's as a snapshot
+# mirror serves them) is still used when a later kernel of the root adds packages (sid's arm64
+# cross compilers after its amd64 kernel made the root). Signatures are still checked.
+[ -f "$croot/etc/apt/apt.conf.d/99rust-loop-valid-until" ] ||
+	printf '%s\n' '// scripts/kernels/stock.sh: a mirror serving an expired Release (Valid-Until past) is still used.' \
+		'Acquire::Check-Valid-Until "false";' >"$croot/etc/apt/apt.conf.d/99rust-loop-valid-until"
 if ! stock_exec sh -c 'for p; do dpkg-query -W -f="\${Status}" "$p" 2>/dev/null | grep -q "ok installed" || exit 1; done' _ "${CHROOT_PKGS[@]}"; then
 	say "stock: installing the build root's packages (${CHROOT_PKGS[*]})"
 	stock_exec sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"' _ "${CHROOT_PKGS[@]}" >&2 ||
@@ -273,10 +282,15 @@ fi
 have_rustc=$(stock_exec rustc --version)
 have_bindgen=$(stock_exec bindgen --version)
 have_cc=$(stock_exec "$cc_cmd" --version | head -n 1)
-for t in rustc bindgen cc; do
-	w=want_$t h=have_$t
-	[ "${!w}" = "${!h}" ] || [ $rustup_mode = 1 ] || die "toolchain mismatch: $STOCK_KREL was built with '${!w}', Debian $STOCK_SUITE now has '${!h}'; a module built with another compiler cannot load into it. Pin a kernel built with this toolchain in config/kernels.conf (make kernels lists the archive's kernels)"
-done
+# The package's rule (packaging/dkms/toolchain.sh): rustc and bindgen exactly, the C compiler of
+# the same upstream version.
+if [ $rustup_mode = 0 ]; then
+	if verdict=$(rust_loop_toolchain_check "$want_rustc" "$have_rustc" "$want_bindgen" "$have_bindgen" "$want_cc" "$have_cc"); then
+		[ -z "$verdict" ] || say "stock: $verdict"
+	else
+		die "toolchain mismatch: Debian $STOCK_SUITE's toolchain is not the one $STOCK_KREL was built with, and a module built with it cannot load into that kernel:"$'\n'"$verdict"$'\n'"Pin a kernel built with this toolchain in config/kernels.conf (make kernels lists the archive's kernels)"
+	fi
+fi
 if [ $rustup_mode = 1 ]; then
 	say "stock: the project's toolchain for a compile-only tree ($have_rustc; $have_bindgen; $have_cc)"
 else

@@ -25,7 +25,8 @@
 #
 # Results in results/dkms-test-<name>/ (<name>+<name> with DKMS_TEST_ALSO): the logs of each
 # phase, timings.txt; a row per kernel in results/matrix/results.tsv (name, "package", ok or
-# FAIL, seconds, date: README's "Supported kernels" table).
+# FAIL, seconds, date, the run's provenance, partial for a kernel of DKMS_TEST_HANDOVER: README's
+# "Supported kernels" table).
 #
 # Phases (each says what it does; any failed check stops the script with a non-zero status):
 #  0. packages: the kernel's packages and image (scripts/kernels/stock.sh), the repository of this
@@ -134,12 +135,14 @@ flock -n 9 || die "another scripts/pkg/dkms-test.sh is running (lock $roots/.use
 
 # From here on, the result is recorded per kernel (README's table), a failure too.
 t_start=$SECONDS
+run_provenance
 record_result() {
-	local rc=$? n
-	mkdir -p "$ROOT/results/matrix"
+	local rc=$? n scope
 	for n in "${names[@]}"; do
-		printf '%s\tpackage\t%s\t%s\t%s\n' "$n" "$([ "$rc" = 0 ] && echo ok || echo FAIL)" \
-			"$((SECONDS - t_start))" "$(date +%F)" >>"$ROOT/results/matrix/results.tsv"
+		# A kernel whose Rust artefacts were handed over skipped the package's own regeneration.
+		scope=whole
+		[[ " ${DKMS_TEST_HANDOVER:-} " != *" $n "* ]] || scope=partial
+		result_row "$n" package "$([ "$rc" = 0 ] && echo ok || echo FAIL)" "$((SECONDS - t_start))" "$scope"
 	done
 }
 trap record_result EXIT
@@ -307,7 +310,7 @@ check_module() {
 # one, as regenerating them takes 2.5 minutes a kernel on 2 cores, 12 under load): scripts/kernels/stock.sh's tree
 # for the kernel (the same `make rust/kernel.o` of the same linux-source with the same compilers,
 # in the kernel's build root), copied to where rust-loop-build keeps its own with the stamp it
-# writes (the compilers the kernel's .config names: rust-loop-build refuses any others) and the
+# writes (rustc and bindgen as the kernel's .config names them, the root's C compiler) and the
 # source pruned as it prunes it. rust-loop-build then builds the module at once; the install
 # log must not show a regeneration. The other kernels' artefacts are regenerated as on a
 # user's machine.
@@ -346,7 +349,11 @@ for n in "${handover[@]}"; do
 		in_src=/var/cache/rust-loop/$k/src in_kb=/var/cache/rust-loop/$k/kbuild
 		ln -sfn "$in_src" "$cache/kbuild/source"
 		sed -i -e "s|$STOCK_KBUILD_IN|$in_kb|g" -e "s|$STOCK_SRC_IN|$in_src|g" "$cache/kbuild/Makefile"
-		echo "headers=linux-headers-$k/$STOCK_DEBVER source=$STOCK_DEBVER rustc=$(cfgv CONFIG_RUSTC_VERSION_TEXT) bindgen=$(cfgv CONFIG_BINDGEN_VERSION_TEXT) cc=$(cfgv CONFIG_CC_VERSION_TEXT)" \
+		# The C compiler as rust-loop-build sees it: the root's (its Debian revision may differ
+		# from the kernel's: packaging/dkms/toolchain.sh), else the one the .config names.
+		want_cc=$(cfgv CONFIG_CC_VERSION_TEXT)
+		have_cc=$(uexec "${want_cc%% *}" --version 2>/dev/null | head -n 1 || true)
+		echo "headers=linux-headers-$k/$STOCK_DEBVER source=$STOCK_DEBVER rustc=$(cfgv CONFIG_RUSTC_VERSION_TEXT) bindgen=$(cfgv CONFIG_BINDGEN_VERSION_TEXT) cc=${have_cc:-$want_cc}" \
 			>"$cache/kbuild/.rust-loop-built"
 	) || exit 1
 done
@@ -376,9 +383,20 @@ grep -qF "rust-loop-dkms: $fake_norust: rust_loop not built, 'modprobe loop' loa
 	die "the postinst did not say why rust_loop is not built for $fake_norust (no Rust; see $out/install.log)"
 rm -rf "$uroot/lib/modules/$fake_rust" "$uroot/lib/modules/$fake_norust"
 for k in "${krels[@]}"; do check_module "$k"; done
-for n in "${handover[@]}"; do
-	! grep -q "regenerating the Rust artefacts for ${krel_of[$n]}" "$out/install.log" ||
-		die "rust-loop-build regenerated the handed-over artefacts of ${krel_of[$n]} (their stamp or paths differ; see $out/install.log)"
+# DKMS's log of each build (rust-loop-build's output): a handed-over kernel's shows no
+# regeneration; every other kernel's shows the package's own, from the source it extracted.
+for n in "${names[@]}"; do
+	k=${krel_of[$n]}
+	makelog=$uroot/var/lib/dkms/rust-loop/$debver/$k/$dkms_arch/log/make.log
+	cp "$makelog" "$out/install-make-$k.log" 2>/dev/null || die "no DKMS build log $makelog after the install"
+	if [[ " ${handover[*]} " == *" $n "* ]]; then
+		! grep -q "regenerating the Rust artefacts for $k" "$makelog" ||
+			die "rust-loop-build regenerated the handed-over artefacts of $k (their stamp or paths differ; see $out/install-make-$k.log)"
+	else
+		grep -q "extracting .*linux-source-.* into /var/cache/rust-loop/$k/src" "$makelog" &&
+			grep -q "regenerating the Rust artefacts for $k" "$makelog" ||
+			die "rust-loop-build did not extract linux-source and regenerate the Rust artefacts for $k (see $out/install-make-$k.log)"
+	fi
 done
 phase_end
 

@@ -12,7 +12,7 @@
 #
 # The console goes to results/matrix/<name>/boot.log, the kernel log to
 # results/matrix/<name>/dmesg.txt. Appends the result to results/matrix/results.tsv (name,
-# "smoke", ok or FAIL, seconds, date: README's "Supported kernels" table,
+# "smoke", ok or FAIL, seconds, date, the run's provenance: README's "Supported kernels" table,
 # scripts/kernels/kernels_table.py); prints "N passed, N failed" last and exits non-zero on
 # failure.
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"

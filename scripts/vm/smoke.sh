@@ -8,7 +8,7 @@
 #
 # Builds the module in results/matrix/<name>/ (scripts/kernels/matrix.sh, so the checkout's own
 # rust_loop.ko is left alone) and appends its result to results/matrix/results.tsv (name,
-# "smoke", ok or FAIL, seconds, date). The guest's kernel log is kept in
+# "smoke", ok or FAIL, seconds, date, the run's provenance). The guest's kernel log is kept in
 # results/matrix/<name>/dmesg.txt; an arm64 guest's console in boot.log beside it, which is
 # checked for kernel reports too (one at boot, or after the test's own check).
 source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
@@ -22,6 +22,7 @@ esac
 # The kernel-report pattern, for the console.
 source "$ROOT/tests/kernel-reports.sh"
 t0=$SECONDS
+run_provenance
 out=$ROOT/results/matrix/$STOCK_NAME
 bash scripts/kernels/matrix.sh "$STOCK_NAME" || die "building rust_loop for $STOCK_NAME failed ($out/build.log)"
 [ -f "$out/rust_loop.ko" ] || die "no $out/rust_loop.ko after scripts/kernels/matrix.sh"
@@ -42,7 +43,7 @@ if [ $result = ok ] && [ -f "$out/boot.log" ] && grep -qE "$SPLAT" "$out/boot.lo
 	result=FAIL why="the console has a kernel report"
 	grep -hE -B2 -A12 "$SPLAT" "$out/boot.log" | head -n 60 | sed 's/^/  console: /'
 fi
-printf '%s\tsmoke\t%s\t%s\t%s\n' "$STOCK_NAME" "$result" "$((SECONDS - t0))" "$(date +%F)" >>results/matrix/results.tsv
+result_row "$STOCK_NAME" smoke "$result" "$((SECONDS - t0))"
 echo "smoke $STOCK_NAME ($STOCK_KREL): $result in $((SECONDS - t0)) s (the boot and test: $((SECONDS - t1)) s)${why:+: $why}"
 [ ! -f "$out/boot.log" ] || echo "  console: $out/boot.log, kernel log: $out/dmesg.txt"
 [ $result = ok ]

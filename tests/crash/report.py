@@ -2,16 +2,19 @@
 """The crash runs' figures (the JSON files crash.py wrote) as tables, and their verdict.
 
     report.py DIR [--driver rust_loop|loop] [--cuts N] [--points N] [--shutdown-cuts N]
-              [--paths | --require-paths] [--runs] [--markdown]
+              [--matrix FILE] [--paths | --require-paths] [--runs] [--markdown]
 
 Prints per driver, mode and file system on the loop device: the cuts (dm-flakey and
 FS_IOC_SHUTDOWN) and replayed points checked, the objects checked, the acknowledged writes lost,
 the file-system checks (clean of run), and the time to recover; with --runs, one row per run
 first; with --paths, the ways a write ends that rust_loop's counters show taken, per mode.
-Exits 1 when a run of the driver(s) named lost anything, failed a check, failed outright, or
-checked fewer points than asked, and with --require-paths (which implies --paths) when a way a
-write ends that the runs must take was not taken (its counter stayed 0). The suite's short form
-shows the ways without requiring them: a few cuts need not race an ioctl with a flush.
+Exits 1 when a run of the driver(s) named lost anything, failed a check, failed outright,
+checked fewer points than asked or no object at all, when the runs are not those of --matrix (a
+file of "driver stack mode backing upper" lines, the runs the command made: one missing, say a
+test that skipped, or one of an earlier run fails), and with --require-paths (which implies
+--paths) when a way a write ends that the runs must take was not taken (its counter stayed 0).
+The suite's short form shows the ways without requiring them: a few cuts need not race an ioctl
+with a flush.
 """
 import argparse
 import glob
@@ -188,6 +191,32 @@ def verdict(runs, a):
             bad.append(f"{name}: {r['replay']['points']} replayed points of {a.points}")
         if r.get("marks_failed"):
             bad.append(f"{name}: {r['marks_failed']} dm-log-writes marks not placed")
+        if not r["error"] and r["cuts"]["objects"] + r["replay"]["objects"] == 0:
+            bad.append(f"{name}: checked no object (the workload acknowledged nothing durable?)")
+    return bad
+
+
+def run_key(r):
+    return (r["driver"], r["stack"], r["mode"], r["backing"], r["upper"])
+
+
+def matrix_check(runs, path, driver):
+    """The runs against the matrix the command asked for: each run once, no other."""
+    with open(path) as fh:
+        want = [tuple(line.split()) for line in fh if line.strip()]
+    want = [w for w in want if not driver or w[0] == driver]
+    bad = []
+    if any(len(w) != 5 for w in want):
+        return [f"{path}: not 'driver stack mode backing upper' lines"]
+    have = [run_key(r) for r in runs]
+    missing = [w for w in want if w not in have]
+    extra = [h for h in have if h not in want]
+    dups = sorted({h for h in have if have.count(h) > 1})
+    if missing or extra or dups:
+        bad.append(f"{len(runs)} runs, the matrix has {len(want)}")
+    bad += [f"{' '.join(w)}: no result (the run did not happen, or skipped)" for w in missing]
+    bad += [f"{' '.join(h)}: a result of no run of this matrix" for h in extra]
+    bad += [f"{' '.join(h)}: more than one result" for h in dups]
     return bad
 
 
@@ -198,6 +227,7 @@ def main():
     ap.add_argument("--cuts", type=int, default=0)
     ap.add_argument("--points", type=int, default=0)
     ap.add_argument("--shutdown-cuts", type=int, default=0)
+    ap.add_argument("--matrix", help="the runs expected: 'driver stack mode backing upper' lines")
     ap.add_argument("--paths", action="store_true")
     ap.add_argument("--require-paths", action="store_true")
     ap.add_argument("--runs", action="store_true")
@@ -205,13 +235,15 @@ def main():
     a = ap.parse_args()
     runs = [r for r in load(a.dir) if not a.driver or r["driver"] == a.driver]
     if not runs:
-        print(f"no crash run results in {a.dir}")
+        print(f"FAIL: no crash run results in {a.dir}")
         sys.exit(1)
     if a.runs:
         runs_table(runs)
         print()
     summary(runs, a.markdown)
     bad = verdict(runs, a)
+    if a.matrix:
+        bad = matrix_check(runs, a.matrix, a.driver) + bad
     rust = [r for r in runs if r["driver"] == "rust_loop"]
     if (a.paths or a.require_paths) and rust:
         print()

@@ -135,5 +135,50 @@ with tempfile.TemporaryDirectory() as d:
                         check=False).returncode
     check("report --paths: shown, not required", rc, 0)
 
+    # --matrix: the runs must be the matrix's, each once (make crashcheck: a skipped driver, or
+    # a result an earlier run left, fails); a run that checked no object fails.
+    for f in ("a.json", "b.json"):
+        os.remove(os.path.join(d, f))
+    base = [sys.executable, report, d, "--cuts", "1", "--points", "1", "--shutdown-cuts", "1"]
+    matrix = os.path.join(d, "matrix")
+    with open(matrix, "w") as fh:
+        fh.write("loop flakey dio xfs ext4\nrust_loop flakey dio xfs ext4\n"
+                 "rust_loop shutdown dio ext4 xfs\n")
+    rc = subprocess.run(base + ["--matrix", matrix], stdout=subprocess.DEVNULL,
+                        check=False).returncode
+    check("report --matrix: no result at all fails", rc, 1)
+    run["counters"] = {}
+    for name, r in (("loop", dict(run, driver="loop")), ("rust", run),
+                    ("shutdown", dict(run, stack="shutdown", backing="ext4", upper="xfs"))):
+        with open(os.path.join(d, f"{name}.json"), "w") as fh:
+            json.dump(r, fh)
+    rc = subprocess.run(base + ["--matrix", matrix], stdout=subprocess.DEVNULL,
+                        check=False).returncode
+    check("report --matrix: the matrix's runs pass", rc, 0)
+    rc = subprocess.run(base + ["--matrix", matrix, "--driver", "loop"],
+                        stdout=subprocess.DEVNULL, check=False).returncode
+    check("report --matrix --driver: that driver's runs pass", rc, 0)
+    os.remove(os.path.join(d, "loop.json"))
+    out = subprocess.run(base + ["--matrix", matrix], capture_output=True, text=True,
+                         check=False)
+    check("report --matrix: a driver's runs missing (skipped) fail", out.returncode, 1)
+    check("report --matrix: says which", "loop flakey dio xfs ext4: no result" in out.stdout,
+          True)
+    with open(os.path.join(d, "loop.json"), "w") as fh:
+        json.dump(dict(run, driver="loop"), fh)
+    with open(os.path.join(d, "old.json"), "w") as fh:
+        json.dump(dict(run, mode="buffered"), fh)
+    rc = subprocess.run(base + ["--matrix", matrix], stdout=subprocess.DEVNULL,
+                        check=False).returncode
+    check("report --matrix: a result of another run fails", rc, 1)
+    os.remove(os.path.join(d, "old.json"))
+    run["cuts"]["objects"] = run["replay"]["objects"] = 0
+    with open(os.path.join(d, "rust.json"), "w") as fh:
+        json.dump(run, fh)
+    out = subprocess.run(base + ["--matrix", matrix], capture_output=True, text=True,
+                         check=False)
+    check("report: a run that checked no object fails", out.returncode, 1)
+    check("report: says so", "checked no object" in out.stdout, True)
+
 print("ok: the crash model and verdict" if not failed else f"{failed} failed")
 sys.exit(1 if failed else 0)

@@ -11,7 +11,7 @@ awk '!/^[[:space:]]*(#|$)/' config/kernels.conf >"$tmp/rows"
 while read -r name root pkgs arch krel version source runs extra; do
 	[ -n "$runs" ] && [ -z "$extra" ] || fail "row $name: not 8 columns"
 	case "$arch" in amd64 | arm64) ;; *) fail "row $name: architecture '$arch'" ;; esac
-	case "${krel#*-}" in amd64 | cloud-amd64 | rt-amd64 | arm64 | cloud-arm64 | rt-arm64) ;;
+	case "${krel#*-}" in amd64 | cloud-amd64 | rt-amd64 | arm64 | cloud-arm64 | rt-arm64 | arm64-16k) ;;
 	*) fail "row $name: release $krel has no known flavour" ;;
 	esac
 	[[ "$source" == linux-source-* ]] || fail "row $name: source package '$source'"

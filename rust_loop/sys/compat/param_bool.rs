@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+// probes: PARAM_OPS_BOOL
 //! `module!` takes `bool` parameters (7.3: `kernel::module_param::PARAM_OPS_BOOL`, which the
 //! macro names for them; before it, integer types only).
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+// probes: THIS_MODULE
 //! `kernel::ModuleMetadata::THIS_MODULE` (7.3; before it, `module!` defines a `THIS_MODULE`
 //! static at the crate root).
 
