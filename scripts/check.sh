@@ -99,7 +99,7 @@ say "tests: running in the VM (filter: ${1:-all})"
 # Test variables reach the guest only through its command line.
 pass=()
 for v in TEST_DRIVER TEST_TIMEOUT TEST_BUDGET TEST_PRIORITY FUZZ_ITERS FUZZ_MIN_ITERS FUZZ_SEED FUZZ_PROCS FUZZ_THREADS FUZZ_TIME RELOAD_CYCLES \
-	ABI_SEQ_SEEDS ABI_SEQ_CALLS CRASH_MATRIX CRASH_CUTS CRASH_POINTS CRASH_SHUTDOWN_CUTS CRASH_LOG_MB CRASH_SEGMENT CRASH_SEED; do
+	BLKTESTS_TIMEOUT ABI_SEQ_SEEDS ABI_SEQ_CALLS CRASH_MATRIX CRASH_CUTS CRASH_POINTS CRASH_SHUTDOWN_CUTS CRASH_LOG_MB CRASH_SEGMENT CRASH_SEED; do
 	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
 done
 # The kernel's configuration, for the tests that need an option (tests/lib.sh: need_config).
