@@ -2,7 +2,7 @@
 # blktests' loop group (blktests at its pinned commit, config/third_party.conf; built by
 # scripts/third_party/blktests.sh into tests/blktests.tar), run as a blktests user runs it against
 # the driver under test: `modprobe loop`, which blktests runs before each test, loads rust_loop
-# (or loop.ko with TEST_DRIVER=loop) through a modprobe.d install directive (README "Use").
+# (or loop.ko with TEST_DRIVER=loop) through a modprobe.d install directive (README "From source, without the package").
 #
 # Two things of the guest's are set up as on a Debian machine with systemd: udevd is drained
 # before each test (tests/lib.sh: udev_drain; loop/006 leaves hundreds of events behind, and

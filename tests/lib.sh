@@ -12,7 +12,7 @@ skip() { echo "SKIP: $*"; exit 77; }
 # need_config CONFIG_X...: skips the test unless the running kernel has each option (=y or =m),
 # read from its config (KERNEL_CONFIG, passed by scripts/check.sh: the project kernel's .config
 # or the stock kernel's /lib/modules/<release>/config). Options Debian's kernel lacks are why
-# some tests run only on the project's kernels (README "Which kernel runs what").
+# some tests run only on the project's kernels (docs/development.md "Which kernel runs what").
 need_config() {
 	local cfg=${KERNEL_CONFIG:-/lib/modules/$(uname -r)/config} o
 	[ -r "$cfg" ] || fail "no kernel config to check $* against ($cfg)"

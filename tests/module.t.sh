@@ -18,7 +18,7 @@ t_module_unloads_and_reloads() {
 	wait_for 10 rmmod rust_loop || fail "rmmod after reload: $(rmmod rust_loop 2>&1)"
 }
 
-# The substitution a blktests user makes (README "Using it"): modprobe.d `install loop` and
+# The substitution a blktests user makes (README "From source, without the package"): modprobe.d `install loop` and
 # `remove loop` directives, so that `modprobe loop` (blktests runs it before each loop test)
 # loads rust_loop with the given options, a second one is a no-op, and `modprobe -r loop`
 # unloads it; loop.ko stays out.

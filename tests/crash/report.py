@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-# The ways a write (or a flush) ends in rust_loop (README "Counters"), each with its counter
+# The ways a write (or a flush) ends in rust_loop (docs/counters.md), each with its counter
 # and the modes whose runs must take it; "dio" also needs the shutdown stack (the flakey
 # stack's device-mapper targets take no REQ_NOWAIT bio, so the NOWAIT path stands aside there).
 PATHS = [
