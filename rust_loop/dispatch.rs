@@ -43,7 +43,7 @@
 
 use super::{
     backing::IoState,
-    stats::DevStats,
+    stats::{Count, QueueStats},
     sys::{now_ns, DiskOps, KthreadWorker, Queue, ReqOp, Request},
 };
 use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -89,7 +89,7 @@ pub(crate) const SPREAD_MIN_CPUS: u32 = 4;
 /// sequential reads from readahead. Counted in `worker_spread` when the next queue's worker
 /// takes it.
 pub(crate) fn spread_worker<'a, Q>(
-    stats: &DevStats,
+    stats: &QueueStats,
     queues: &'a [Q],
     k: usize,
     worker: impl Fn(&'a Q) -> &'a KthreadWorker,
@@ -100,7 +100,7 @@ pub(crate) fn spread_worker<'a, Q>(
     if n > 1 && own.has_queued() {
         let next = worker(queues.get((k + 1) % n)?);
         if !next.has_queued() && may_spread() {
-            stats.worker_spread.fetch_add(1, Ordering::Relaxed);
+            stats.worker_spread.inc();
             return Some(next);
         }
     }
@@ -232,7 +232,7 @@ pub(crate) enum NowaitEnd {
 /// happened to it: [`SubmissionPolicy::nowait_end`] (a NOWAIT submission refused or accepted),
 /// [`SubmissionPolicy::queued`] and [`SubmissionPolicy::taken`] (the worker's queue),
 /// [`SubmissionPolicy::ended`] (the hardware queue's load). Every counter of a decision is in
-/// [`DevStats`].
+/// [`QueueStats`] of the request's hardware queue.
 pub(crate) struct SubmissionPolicy {
     /// The write steering.
     steering: WriteSteering,
@@ -291,7 +291,7 @@ impl SubmissionPolicy {
     /// the block device below the backing file takes no `REQ_NOWAIT` bio.
     pub(crate) fn route<D: DiskOps>(
         &self,
-        stats: &DevStats,
+        stats: &QueueStats,
         load: Option<&LoadTracker>,
         queue: &Queue,
         io: Option<&IoState>,
@@ -308,7 +308,7 @@ impl SubmissionPolicy {
 
     fn nowait_allowed<D: DiskOps>(
         &self,
-        stats: &DevStats,
+        stats: &QueueStats,
         load: QueueLoad,
         queue: &Queue,
         io: &IoState,
@@ -317,8 +317,8 @@ impl SubmissionPolicy {
         if !io.direct_io || !io.nowait {
             return false;
         }
-        let skipped = |c: &core::sync::atomic::AtomicU64| {
-            c.fetch_add(1, Ordering::Relaxed);
+        let skipped = |c: &AtomicU64| {
+            c.inc();
             false
         };
         match rq.op() {
@@ -400,7 +400,7 @@ impl SubmissionPolicy {
     /// not are counted in `dio_fallbacks`), else buffered.
     pub(crate) fn worker_route<D: DiskOps>(
         &self,
-        stats: &DevStats,
+        stats: &QueueStats,
         io: &IoState,
         rq: &Request<D>,
     ) -> Route {
@@ -411,7 +411,7 @@ impl SubmissionPolicy {
             Route::WorkerDirect
         } else {
             // Below the backing file's direct-I/O alignment: this one goes buffered.
-            stats.dio_fallbacks.fetch_add(1, Ordering::Relaxed);
+            stats.dio_fallbacks.inc();
             Route::WorkerBuffered
         }
     }
@@ -438,19 +438,19 @@ impl SubmissionPolicy {
     /// steering window ([`WriteSteering`]).
     pub(crate) fn nowait_end<D: DiskOps>(
         &self,
-        stats: &DevStats,
+        stats: &QueueStats,
         rq: &Request<D>,
         ret: isize,
     ) -> NowaitEnd {
         let is_write = rq.op() == ReqOp::Write;
         if ret == EAGAIN || ret == EOPNOTSUPP {
-            stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+            stats.nowait_eagain.inc();
             if is_write {
                 self.steering.refused();
             }
             return NowaitEnd::Retry;
         }
-        stats.nowait_completions.fetch_add(1, Ordering::Relaxed);
+        stats.nowait_completions.inc();
         if is_write {
             self.steering.accepted();
         }

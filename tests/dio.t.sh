@@ -99,7 +99,7 @@ verify_on() {
 	fi
 	dio_verify "$dev"
 	if is_rust; then
-		log "$(grep -H . /sys/block/$(basename "$dev")/rust_loop/{nowait_max_depth,nowait_completions,nowait_eagain,nowait_skip_depth,worker_submissions})"
+		log "$(grep -H . /sys/block/$(basename "$dev")/rust_loop/nowait_max_depth /sys/kernel/debug/rust_loop/$(basename "$dev")/{nowait_completions,nowait_eagain,nowait_skip_depth,worker_submissions})"
 		# The data was verified on the paths that served it: the NOWAIT path always (the first
 		# requests of the queue), the worker too by default (the deep queue).
 		local nowait worker

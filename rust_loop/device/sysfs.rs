@@ -2,12 +2,10 @@
 
 //! `/sys/block/loopN/loop/{backing_file,offset,sizelimit,autoclear,partscan,dio}`, present while
 //! the device is bound (as loop.c's `loop_attribute_group`), and `/sys/block/loopN/rust_loop/`,
-//! present while the device exists: the counters of [`super::super::stats`] (one file each, from
-//! [`DevStats::COUNTERS`]) and the knobs.
+//! present while the device exists: the knobs (the counters are in debugfs, [`super::debugfs`]).
 
 use super::super::{
     device::{LoopDevice, LoopDisk, FLAG_AUTOCLEAR, FLAG_DIRECT_IO, FLAG_PARTSCAN},
-    stats::DevStats,
     sys::{AttrGroup, AttrPtrs, DiskAttr, Page},
 };
 use core::{fmt::Write, sync::atomic::Ordering};
@@ -48,24 +46,6 @@ static LOOP_PTRS: AttrPtrs<LoopDisk, 7> = AttrPtrs::new(&[&LOOP_ATTRS]);
 
 /// `loop/`, as loop.c's.
 pub(crate) static LOOP_GROUP: AttrGroup<LoopDisk> = AttrGroup::new(c"loop", &LOOP_PTRS);
-
-const N_COUNTERS: usize = DevStats::COUNTERS.len();
-
-/// The counter with `DevStats::COUNTERS` index `i`.
-fn show_counter(lo: &LoopDevice, i: usize, page: &mut Page<'_>) -> Result {
-    let (_, read) = DevStats::COUNTERS.get(i).ok_or(EINVAL)?;
-    line(page, read(&lo.stats))
-}
-
-static COUNTER_ATTRS: [Attr; N_COUNTERS] = {
-    let mut attrs = [const { Attr::ro(c"", show_counter) }; N_COUNTERS];
-    let mut i = 0;
-    while i < N_COUNTERS {
-        attrs[i] = Attr::ro_tagged(DevStats::COUNTERS[i].0, i, show_counter);
-        i += 1;
-    }
-    attrs
-};
 
 /// Writes `values` space-separated, and a newline.
 fn list<T: core::fmt::Display>(page: &mut Page<'_>, values: &mut dyn Iterator<Item = T>) -> Result {
@@ -134,9 +114,8 @@ fn parse_u32(s: &str) -> Result<u32> {
     s.parse::<u32>().map_err(|_| EINVAL)
 }
 
-static RUST_LOOP_PTRS: AttrPtrs<LoopDisk, { N_COUNTERS + KNOB_ATTRS.len() + 1 }> =
-    AttrPtrs::new(&[&COUNTER_ATTRS, &KNOB_ATTRS]);
+static RUST_LOOP_PTRS: AttrPtrs<LoopDisk, { KNOB_ATTRS.len() + 1 }> = AttrPtrs::new(&[&KNOB_ATTRS]);
 
-/// `rust_loop/`: the counters and the knobs.
+/// `rust_loop/`: the knobs.
 pub(crate) static RUST_LOOP_GROUP: AttrGroup<LoopDisk> =
     AttrGroup::new(c"rust_loop", &RUST_LOOP_PTRS);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Host-side check that docs/counters.md's tables ("Counters", "Knobs") list exactly the files the
-# driver creates: the counters (declared once, in the `counters!` list of
-# rust_loop/stats.rs) and the knobs (KNOB_ATTRS in rust_loop/device/sysfs.rs).
+# driver creates: the counters (/sys/kernel/debug/rust_loop/loopN/, declared once, in the
+# `counters!` lists of rust_loop/stats.rs) and the knobs (/sys/block/loopN/rust_loop/,
+# KNOB_ATTRS in rust_loop/device/sysfs.rs).
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 
-# Counters: the field names inside `counters! { ... }`.
+# Counters: the field names inside each `counters! { ... }`.
 awk '/^counters! \{/ { on = 1; next } on && /^\}/ { on = 0 } on' rust_loop/stats.rs |
 	sed -nE 's/^ +([a-z_]+): Atomic.*/\1/p' >"$tmp/counters"
 # Knobs: the names of the attributes in KNOB_ATTRS.
