@@ -529,9 +529,12 @@ impl WriteSteering {
         }
     }
 
-    /// Counts a NOWAIT write that the backing file accepted.
+    /// Counts a NOWAIT write that the backing file accepted. Written only after a refusal:
+    /// every accepted write would otherwise store to this line, which all queues share.
     fn accepted(&self) {
-        self.eagain_streak.store(0, Ordering::Relaxed);
+        if self.eagain_streak.load(Ordering::Relaxed) != 0 {
+            self.eagain_streak.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Counts a write queued to the worker.

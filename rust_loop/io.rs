@@ -52,6 +52,13 @@ pub(crate) struct LoopCmd {
     /// worker alive until the command ends (its completion may wait in the worker's batch,
     /// [`OwnedRequest::complete_in_batch`]).
     cgroup_worker: Option<CgroupWorkerUse>,
+    /// The request's hardware queue, from `queue_rq` on: where it counts ([`counts`]).
+    hw_queue: u32,
+}
+
+/// The counters of the hardware queue of `rq`, a request `queue_rq` has taken.
+fn counts<'d>(dev: &'d LoopDevice, rq: &LoopRq) -> &'d PerQueue {
+    dev.queue_counts(rq.pdu().hw_queue)
 }
 
 impl DiskOps for LoopDisk {
@@ -65,11 +72,13 @@ impl DiskOps for LoopDisk {
             nowait: false,
             cgroups: None,
             cgroup_worker: None,
+            hw_queue: 0,
         }
     }
 
-    fn queue_rq(dev: &LoopDevice, rq: LoopRq) {
+    fn queue_rq(dev: &LoopDevice, mut rq: LoopRq) {
         rq.start();
+        rq.pdu_mut().hw_queue = rq.hw_queue();
         if dev.inject_drop_requests.load(Ordering::Relaxed) > 0 {
             // Fault injection: dropped without an end, which ends it with an I/O error.
             let left = &dev.inject_drop_requests;
@@ -85,7 +94,7 @@ impl DiskOps for LoopDisk {
             rq.end(BlkStatus::IOERR);
             return;
         }
-        let counts = dev.counts(&rq);
+        let counts = counts(dev, &rq);
         let route = dev.policy.route(
             &counts.stats,
             dev.hw_queue_of(&rq).map(|q| &q.load),
@@ -186,7 +195,7 @@ impl RequestAio for LoopDisk {
     /// The end of a direct I/O: completes the request, or hands it to the worker after a
     /// late `-EAGAIN` of a `IOCB_NOWAIT` submission.
     fn aio_done(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
-        let counts = dev.counts(&rq);
+        let counts = counts(dev, &rq);
         counts.stats.backing_inflight.dec();
         let cmd = rq.pdu_mut();
         cmd.ret = ret;
@@ -217,7 +226,7 @@ pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool)
     let cmd = rq.pdu_mut();
     cmd.cgroups = cgroups;
     cmd.cgroup_worker = claim;
-    let counts = dev.counts(&rq);
+    let counts = counts(dev, &rq);
     counts.stats.worker_queued.inc();
     if let Err(mut rq) = rq.queue_to_worker() {
         // No hardware queue (not while a request is in flight): undone, and failed.
@@ -255,7 +264,7 @@ impl RequestWork for LoopDisk {
             super::sys::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
         // Charge the I/O and the page cache to the issuer, as if it had done them itself.
         let _cgroups = rq.pdu_mut().cgroups.take().map(IoCgroups::enter);
-        let counts = dev.counts(&rq);
+        let counts = counts(dev, &rq);
         counts.stats.worker_submissions.inc();
         if rq.pdu().cgroup_worker.is_some() {
             counts.stats.cgroup_worker_submissions.inc();
@@ -457,7 +466,7 @@ pub(crate) fn end(dev: &LoopDevice, mut rq: LoopRq) {
     let mut ret = rq.pdu().ret;
     let bytes = rq.bytes() as isize;
     if ret >= 0 {
-        let stats = &dev.counts(&rq).stats;
+        let stats = &counts(dev, &rq).stats;
         match rq.op() {
             ReqOp::Read => stats.read_bytes.add(ret as u64),
             ReqOp::Write => stats.write_bytes.add(ret as u64),

@@ -92,9 +92,9 @@ impl LoopDevice {
         pick(self.in_flight(rq)?.1, rq.hw_queue())
     }
 
-    /// The counters of `rq`'s hardware queue.
-    pub(crate) fn counts(&self, rq: &Request<LoopDisk>) -> &PerQueue {
-        self.per_queue.of(rq.hw_queue() as usize)
+    /// The counters of hardware queue `hw_queue`.
+    pub(crate) fn queue_counts(&self, hw_queue: u32) -> &PerQueue {
+        self.per_queue.of(hw_queue as usize)
     }
 
     /// Whether the hardware queue after `rq`'s has requests in flight (for a flush: it races
@@ -116,7 +116,7 @@ impl LoopDevice {
                 && online_cpus() >= super::super::dispatch::SPREAD_MIN_CPUS
         };
         super::super::dispatch::spread_worker(
-            &self.counts(rq).stats,
+            &self.queue_counts(rq.hw_queue()).stats,
             queues,
             rq.hw_queue() as usize,
             |q| &q.worker,
