@@ -183,7 +183,7 @@ pub(crate) struct LoopDevice {
     sysfs_on: AtomicBool,
     /// Whether the `rust_loop/` knobs group exists.
     stats_on: AtomicBool,
-    /// Fault injection (`rust_loop/inject_drop_requests`): `queue_rq` drops this many of the
+    /// Fault injection (debugfs' `inject_drop_requests`): `queue_rq` drops this many of the
     /// next requests without ending them, to show that such a request still ends, failed.
     pub(crate) inject_drop_requests: AtomicU32,
 }

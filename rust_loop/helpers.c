@@ -510,12 +510,12 @@ const char *rust_loop_file_fs_type(struct file *file)
 }
 
 /* debugfs_create_file_aux is a macro (_Generic over the operations' type). */
-void *rust_loop_debugfs_file(const char *name, void *parent, void *data, void *aux,
-			     const void *fops)
+void *rust_loop_debugfs_file(const char *name, umode_t mode, void *parent, void *data,
+			     void *aux, const void *fops)
 {
 	const struct file_operations *ops = fops;
 
-	return debugfs_create_file_aux(name, 0444, parent, data, aux, ops);
+	return debugfs_create_file_aux(name, mode, parent, data, aux, ops);
 }
 
 void *rust_loop_debugfs_aux(const void *file)

@@ -96,7 +96,7 @@ impl DiskOps for LoopDisk {
         }
         let counts = counts(dev, &rq);
         let route = dev.policy.route(
-            &counts.stats,
+            counts,
             dev.hw_queue_of(&rq).map(|q| &q.load),
             dev.disk.queue(),
             dev.io_backing(&rq),
@@ -155,7 +155,7 @@ pub(crate) fn try_nowait(dev: &LoopDevice, counts: &PerQueue, rq: LoopRq) -> Res
         counts.stats.nowait_undeferred.inc();
     }
     submit_dio(counts, rq, true).inspect_err(|rq| {
-        dev.policy.nowait_end(&counts.stats, rq, EAGAIN);
+        dev.policy.nowait_end(counts, rq, EAGAIN);
     })
 }
 
@@ -200,7 +200,7 @@ impl RequestAio for LoopDisk {
         let cmd = rq.pdu_mut();
         cmd.ret = ret;
         let nowait = core::mem::replace(&mut cmd.nowait, false);
-        if nowait && dev.policy.nowait_end(&counts.stats, &rq, ret) == NowaitEnd::Retry {
+        if nowait && dev.policy.nowait_end(counts, &rq, ret) == NowaitEnd::Retry {
             // Possibly in interrupt context (`ki_complete`): no sleeping.
             queue_to_worker(dev, rq, false);
             return;
@@ -214,7 +214,8 @@ impl RequestAio for LoopDisk {
 /// root cgroup.
 pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool) {
     let op = rq.op();
-    dev.policy.queued(op);
+    let counts = counts(dev, &rq);
+    dev.policy.queued(counts, op);
     // None for the root cgroup: the workers' own.
     let cgroups = IoCgroups::of(&rq);
     // Starting a thread waits for kthreadd: not from memory reclaim, which may be waiting
@@ -226,12 +227,11 @@ pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool)
     let cmd = rq.pdu_mut();
     cmd.cgroups = cgroups;
     cmd.cgroup_worker = claim;
-    let counts = counts(dev, &rq);
     counts.stats.worker_queued.inc();
     if let Err(mut rq) = rq.queue_to_worker() {
         // No hardware queue (not while a request is in flight): undone, and failed.
         counts.stats.worker_queued.dec();
-        dev.policy.taken(op);
+        dev.policy.taken(counts, op);
         drop(rq.pdu_mut().cgroups.take());
         fail(counts, rq, EIO);
     }
@@ -272,7 +272,7 @@ impl RequestWork for LoopDisk {
         counts.stats.worker_queued.dec();
         let op = rq.op();
         let Some(io) = dev.io_backing(&rq) else {
-            dev.policy.taken(op);
+            dev.policy.taken(counts, op);
             fail(counts, rq, EIO);
             return;
         };
@@ -290,7 +290,7 @@ impl RequestWork for LoopDisk {
             }
         }
         // Pairs with `queue_to_worker`.
-        dev.policy.taken(op);
+        dev.policy.taken(counts, op);
     }
 }
 

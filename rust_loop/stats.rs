@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The counters of a loop device, for diagnosis: one debugfs file each in
-//! `/sys/kernel/debug/rust_loop/loopN/` (README "Counters"; `tests/scripts/sysfs-names.sh` checks
-//! that the README's table lists exactly these). The request path counts in the [`QueueStats`]
+//! `/sys/kernel/debug/rust_loop/loopN/` (docs/counters.md; `tests/scripts/sysfs-names.sh` checks
+//! that its tables list exactly these). The request path counts in the [`QueueStats`]
 //! of the request's hardware queue ([`PerQueue`]: cache lines of its own, relaxed increments, no
 //! line another queue writes); the control path counts in the device's [`DevStats`]; a read sums
 //! the queues. The `counters!` lists below are their one declaration.
@@ -11,7 +11,7 @@
 //! consistency"). A flush counts only on its own queue (begun, ended, what it made durable); the
 //! reconfiguring ioctl works out which flushes it overlapped ([`FlushWatch`]), off the I/O path.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 
 /// A relaxed statistics counter.
@@ -163,12 +163,28 @@ const UNFLUSHED_DISCARD: u32 = 1;
 /// A write-zeroes done since the last flush of the queue began.
 const UNFLUSHED_WRITE_ZEROES: u32 = 2;
 
+/// The write steering's state for one hardware queue: the figures `dispatch::WriteSteering`
+/// decides from (its methods are there).
+#[derive(Default)]
+pub(crate) struct WriteSteering {
+    /// Writes of the queue handed to a worker and not yet submitted by it.
+    pub(crate) pending: AtomicU32,
+    /// NOWAIT writes of the queue refused with `-EAGAIN` in a row (reset by one that goes
+    /// through).
+    pub(crate) eagain_streak: AtomicU32,
+    /// `ktime_get()` until which the queue's writes go straight to the worker (0: not
+    /// steering).
+    pub(crate) until: AtomicI64,
+}
+
 /// What one hardware queue counts, in cache lines of its own.
 #[repr(align(64))]
 #[derive(Default)]
 pub(crate) struct PerQueue {
     /// The counters.
     pub(crate) stats: QueueStats,
+    /// The write steering of the queue's requests.
+    pub(crate) steering: WriteSteering,
     /// Flushes ended (`stats.flushes` less this: those in progress).
     flushes_ended: AtomicU64,
     /// `UNFLUSHED_*` bits: discards and write-zeroes done since the queue's last flush began.

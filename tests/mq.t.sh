@@ -230,9 +230,9 @@ t_mq_fio_verify_4_queues_12_jobs() {
 		dev=$(attach "$SCRATCH/img.$mode" --direct-io=$mode)
 		assert_sys "$dev" loop/dio "$([ $mode = on ] && echo 1 || echo 0)"
 		local before after used=0 i=1
-		before=$(knob_of "$dev" hw_queue_requests)
+		before=$(stat_of "$dev" hw_queue_requests)
 		fio_verify_jobs "$dev" 12
-		after=$(knob_of "$dev" hw_queue_requests)
+		after=$(stat_of "$dev" hw_queue_requests)
 		log "dio=$mode requests per hardware queue before: $before after: $after"
 		for n in $after; do
 			[ "$n" -gt "$(echo "$before" | cut -d' ' -f$i)" ] && used=$((used + 1))
@@ -267,13 +267,13 @@ t_mq_deep_submitter_spreads_over_two_workers() {
 	# read the counters after 82 of them). Its rules wait until the counters are read.
 	udevadm control --stop-exec-queue || fail "udevadm control --stop-exec-queue failed"
 	trap 'udevadm control --start-exec-queue; cleanup_loops' EXIT
-	reqs0=$(knob_of "$dev" hw_queue_requests)
+	reqs0=$(stat_of "$dev" hw_queue_requests)
 	local spread0 spread1
 	spread0=$(stat_of "$dev" worker_spread)
 	taskset -c 0 fio --name=deep --filename="$dev" --direct=1 --ioengine=libaio --iodepth=32 \
 		--rw=randrw --bs=4k --size=64M --runtime=4 --time_based --verify=crc32c \
 		--verify_fatal=1 --output="$T/fio.out" >/dev/null || fail "fio failed: $(tail -n 20 "$T/fio.out")"
-	reqs1=$(knob_of "$dev" hw_queue_requests)
+	reqs1=$(stat_of "$dev" hw_queue_requests)
 	spread1=$(stat_of "$dev" worker_spread)
 	for p in "${pids[@]}"; do after+=("$(switches_of "$p")"); done
 	udevadm control --start-exec-queue || fail "udevadm control --start-exec-queue failed"

@@ -56,7 +56,7 @@ fn list<T: core::fmt::Display>(page: &mut Page<'_>, values: &mut dyn Iterator<It
     page.write_str("\n").map_err(|_| EINVAL)
 }
 
-static KNOB_ATTRS: [Attr; 7] = [
+static KNOB_ATTRS: [Attr; 5] = [
     // The in-flight depth from which a single task's direct I/O goes to the worker (and every
     // task's from 16 on, or from N if larger); any time, the next request sees it. EINVAL
     // unless a `u32`.
@@ -74,22 +74,6 @@ static KNOB_ATTRS: [Attr; 7] = [
         c"nr_hw_queues",
         |lo, _, page| line(page, lo.nr_hw_queues()),
         |lo, s| lo.set_nr_hw_queues(parse_u32(s)?),
-    ),
-    // Requests started per hardware queue, space-separated.
-    Attr::ro(c"hw_queue_requests", |lo, _, page| {
-        lo.hw_queue_requests(|counts| list(page, counts))
-    }),
-    // Fault injection: `queue_rq` drops the next N requests without ending them (a driver bug
-    // on purpose); each still ends, with an I/O error, and the kernel log says so. Reads the
-    // number left. EINVAL unless a `u32`.
-    Attr::rw(
-        c"inject_drop_requests",
-        |lo, _, page| line(page, lo.inject_drop_requests.load(Ordering::Relaxed)),
-        |lo, s| {
-            lo.inject_drop_requests
-                .store(parse_u32(s)?, Ordering::Relaxed);
-            Ok(())
-        },
     ),
     // The process IDs of the hardware queues' worker threads (`rust_loop/K`), space-separated
     // in queue order; empty while unbound.

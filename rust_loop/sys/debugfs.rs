@@ -1,19 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! debugfs directories whose files are safe functions of the data they show: a [`DebugDir`]
-//! (removed when dropped) and [`DebugFiles`], one read-only file per name of a list, each
-//! printing its value of an `Arc<T>` that the files keep alive until they are removed.
+//! (removed when dropped) and [`DebugFiles`], one file per name of a list, each printing its
+//! value of an `Arc<T>` that the files keep alive until they are removed (and, for the
+//! writable ones, taking a written word).
 //!
 //! C header: [`include/linux/debugfs.h`](srctree/include/linux/debugfs.h).
 
 use core::{ffi::c_void, fmt::Write, marker::PhantomData};
-use kernel::{bindings, prelude::*, sync::Arc};
+use kernel::{
+    bindings,
+    prelude::*,
+    sync::Arc,
+    uaccess::{UserPtr, UserSlice},
+};
 
 // rust_loop/helpers.c: `debugfs_create_file_aux` is a macro. The dentry, the file and the
 // operations are passed as `void *`: their structs contain zero-sized C members.
 extern "C" {
     fn rust_loop_debugfs_file(
         name: *const u8,
+        mode: u16,
         parent: *mut c_void,
         data: *mut c_void,
         aux: *mut c_void,
@@ -29,7 +36,14 @@ pub(crate) trait DebugShow: Send + Sync + Sized + 'static {
 
     /// Prints the value of file `tag` (its index in the list of names) into `out`.
     fn show(&self, tag: usize, out: &mut dyn Write) -> Result;
+
+    /// Takes `word`, written to the writable file `tag` (UTF-8, surrounding white space
+    /// trimmed).
+    fn store(&self, tag: usize, word: &str) -> Result;
 }
+
+/// The longest word a writable file takes.
+const STORE_MAX: usize = 32;
 
 /// A debugfs directory, removed with everything in it when dropped.
 ///
@@ -67,8 +81,9 @@ impl Drop for DebugDir {
     }
 }
 
-/// A directory of read-only files showing `data`: file number `i` prints `data.show(i)`.
-/// Dropping it removes the files (waiting for the reads in progress) and then lets `data` go.
+/// A directory of files showing `data`: file number `i` prints `data.show(i)` (and a writable
+/// one passes what is written to `data.store(i)`). Dropping it removes the files (waiting for
+/// the reads and writes in progress) and then lets `data` go.
 pub(crate) struct DebugFiles<T: DebugShow> {
     // Declared first: dropped (the files removed) before `data`.
     _dir: DebugDir,
@@ -86,27 +101,41 @@ impl<T: DebugShow> DebugFiles<T> {
         ..unsafe { core::mem::zeroed() }
     };
 
-    /// The directory `name` under `parent`, with one file per name of `lists`, each showing
-    /// `data`; the tags number the files across the lists, in order.
+    const FOPS_RW: bindings::file_operations = bindings::file_operations {
+        write: Some(Self::write_callback),
+        ..Self::FOPS
+    };
+
+    /// The directory `name` under `parent`, with one read-only file per name of `lists`, then
+    /// one writable (by root) file per name of `writable`, each showing `data`; the tags number
+    /// the files across the lists, in order.
     pub(crate) fn new(
         name: &CStr,
         parent: &DebugDir,
         data: Arc<T>,
         lists: &[&[&'static CStr]],
+        writable: &[&'static CStr],
     ) -> Self {
         let dir = DebugDir::new(name, Some(parent));
-        for (tag, file) in lists.iter().flat_map(|l| l.iter()).enumerate() {
+        let files = lists.iter().flat_map(|l| l.iter()).map(|f| (f, false));
+        let files = Iterator::chain(files, writable.iter().map(|f| (f, true)));
+        for (tag, (file, rw)) in files.enumerate() {
+            let (mode, fops) = match rw {
+                false => (0o444, &Self::FOPS),
+                true => (0o644, &Self::FOPS_RW),
+            };
             // SAFETY: `file` is NUL-terminated and `dir.dentry` a directory of ours (or an
             // error pointer). The file's data is `data`, which lives until the file is removed
-            // (field order: `_dir` is dropped first); its aux is the tag. `FOPS` is a promoted
-            // constant.
+            // (field order: `_dir` is dropped first); its aux is the tag. `FOPS` and `FOPS_RW`
+            // are promoted constants.
             unsafe {
                 rust_loop_debugfs_file(
                     file.as_char_ptr(),
+                    mode,
                     dir.dentry.cast(),
                     Arc::as_ptr(&data).cast_mut().cast(),
                     tag as *mut c_void,
-                    core::ptr::from_ref(&Self::FOPS).cast(),
+                    core::ptr::from_ref(fops).cast(),
                 )
             };
         }
@@ -146,6 +175,45 @@ impl<T: DebugShow> DebugFiles<T> {
         match data.show(tag, &mut out) {
             Ok(()) => 0,
             Err(e) => e.to_errno(),
+        }
+    }
+}
+
+impl<T: DebugShow> DebugFiles<T> {
+    /// # Safety
+    ///
+    /// Only the VFS calls this, through the debugfs proxy, to write to a writable file of
+    /// [`Self::new`] opened by [`Self::open_callback`]; `buf` is a user address of `count`
+    /// bytes.
+    unsafe extern "C" fn write_callback(
+        file: *mut bindings::file,
+        buf: *const kernel::ffi::c_char,
+        count: usize,
+        _ppos: *mut bindings::loff_t,
+    ) -> isize {
+        // SAFETY: `file` is open (its seq_file is its private data, that seq_file's private
+        // data the `T`, alive while the file exists); its aux is the tag.
+        let (data, tag) = unsafe {
+            let m = (*file).private_data.cast::<bindings::seq_file>();
+            (
+                &*(*m).private.cast::<T>(),
+                rust_loop_debugfs_aux(file.cast_const().cast()) as usize,
+            )
+        };
+        let mut word = [0u8; STORE_MAX];
+        let Some(dst) = word.get_mut(..count) else {
+            return EINVAL.to_errno() as isize;
+        };
+        let read = UserSlice::new(UserPtr::from_addr(buf as usize), count)
+            .reader()
+            .read_slice(dst);
+        let stored = read.and_then(|()| {
+            let text = core::str::from_utf8(dst).map_err(|_| EINVAL)?;
+            data.store(tag, text.trim())
+        });
+        match stored {
+            Ok(()) => count as isize,
+            Err(e) => e.to_errno() as isize,
         }
     }
 }
