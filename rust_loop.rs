@@ -15,7 +15,6 @@ mod rust_loop {
     pub(crate) mod device;
     pub(crate) mod devices;
     pub(crate) mod dispatch;
-    pub(crate) mod flush_races;
     pub(crate) mod io;
     pub(crate) mod ioctl;
     pub(crate) mod nowait_fs;
@@ -141,13 +140,15 @@ impl kernel::Module for LoopModule {
             max_cgroup_workers: module_parameters::max_cgroup_workers.value().get() as usize,
         };
         let max_loop_limit = if max_loop > 0 { max_loop as u32 } else { 0 };
-        // SAFETY: Called once, before any use.
+        // SAFETY: Each global lock is initialised once, here, before any use: no device,
+        // control node, release queue or parked worker exists yet.
         unsafe {
-            devices::init(settings, max_loop_limit);
-            release::init();
-            device::init();
-            worker_cache::init();
+            devices::DEVICES.init();
+            release::RELEASES.init();
+            device::VALIDATE.init();
+            worker_cache::PARKED.init();
         }
+        devices::configure(settings, max_loop_limit);
         let reaper = worker_cache::new_reaper()?;
 
         let control = KBox::pin_init(control::ControlDevice::register(), GFP_KERNEL)?;

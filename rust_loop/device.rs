@@ -3,10 +3,11 @@
 //! [`LoopDevice`]: one `loopN` and its state machine (Unbound → Bound → Rundown → Unbound, or
 //! Deleting): creation, binding's and unbinding's data-path cells, the last close, removal.
 //! Reconfiguration is in [`config`], the queue limits in [`limits`], the partition-scan record
-//! in [`partscan`], the sysfs knobs in [`knobs`]. Behaviour and errno values follow
+//! in [`partscan`], the sysfs knobs in [`knobs`], the debugfs counters in [`debugfs`]. Behaviour and errno values follow
 //! `drivers/block/loop.c`.
 
 mod config;
+mod debugfs;
 mod hw_queues;
 mod knobs;
 mod limits;
@@ -24,12 +25,11 @@ use super::{
     backing::IoState,
     cgroup_workers::CgroupWorkers,
     dispatch::{LoadTracker, SubmissionPolicy},
-    flush_races::{FlushRaces, Reconfig},
-    stats::DevStats,
+    stats::{DevStats, FlushWatch, PerQueue, PerQueues},
     sys::{
-        online_cpus, BackingFile, BlockDevice, DataPathCell, DataPathIdle, DioAlign, Disk,
-        DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request, BLK_FEAT_WRITE_CACHE,
-        BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
+        online_cpus, BackingFile, BlockDevice, DataPathCell, DataPathIdle, DebugFiles, DioAlign,
+        Disk, DiskConfig, DiskRelease, KthreadWorker, ModuleRef, Queue, Request,
+        BLK_FEAT_WRITE_CACHE, BLK_OPEN_WRITE, SECTOR_SHIFT, SECTOR_SIZE,
     },
 };
 use crate::uapi::{self, loop_config, loop_info64};
@@ -89,19 +89,9 @@ impl State {
 }
 
 kernel::sync::global_lock! {
-    // SAFETY: Initialised by `init`, in `LoopModule::init`, before any device exists.
+    // SAFETY: Initialised in `LoopModule::init`, before any device exists.
     /// `loop_validate_mutex`: serialises following chains of loop devices against rebinding.
-    unsafe(uninit) static VALIDATE: Mutex<()> = ();
-}
-
-/// Initialises [`VALIDATE`].
-///
-/// # Safety
-///
-/// Must be called once, before any device exists.
-pub(crate) unsafe fn init() {
-    // SAFETY: Called once, before any use (the caller's contract).
-    unsafe { VALIDATE.init() };
+    pub(crate) unsafe(uninit) static VALIDATE: Mutex<()> = ();
 }
 
 /// The loop device behind `file`, if it is a loop block device node.
@@ -143,12 +133,16 @@ pub(crate) struct LoopDevice {
     /// Minors of the device are `1 << part_shift`; 0: no partitions unless `LO_FLAGS_PARTSCAN`.
     part_shift: u32,
 
-    /// Counters.
+    /// The control path's counters.
     pub(crate) stats: DevStats,
+    /// The request path's counters, one entry per hardware queue (wrapping around: as many as
+    /// CPUs were online at creation), for the device's whole life.
+    per_queue: PerQueues,
+    /// The counters' debugfs files (`rust_loop/loopN/`), while the device is added.
+    #[pin]
+    debugfs: SpinLock<Option<DebugFiles<LoopDevice>>>,
     /// The submission policy ([`super::dispatch`]).
     pub(crate) policy: SubmissionPolicy,
-    /// What flushes overlap, for the counters ([`super::flush_races`]).
-    pub(crate) flush_races: FlushRaces,
     /// `lo_mutex`: serialises reconfiguration.
     #[pin]
     cfg: Mutex<Config>,
@@ -187,9 +181,9 @@ pub(crate) struct LoopDevice {
     pub(crate) visible: AtomicBool,
     /// Whether the `loop/` sysfs group exists.
     sysfs_on: AtomicBool,
-    /// Whether the `rust_loop/` counters group exists.
+    /// Whether the `rust_loop/` knobs group exists.
     stats_on: AtomicBool,
-    /// Fault injection (`rust_loop/inject_drop_requests`): `queue_rq` drops this many of the
+    /// Fault injection (debugfs' `inject_drop_requests`): `queue_rq` drops this many of the
     /// next requests without ending them, to show that such a request still ends, failed.
     pub(crate) inject_drop_requests: AtomicU32,
 }
@@ -200,6 +194,7 @@ impl LoopDevice {
         let part_shift = settings.part_shift;
         let nr_hw_queues = settings.nr_hw_queues;
         let name = CString::try_from_fmt(fmt!("loop{}", number))?;
+        let per_queue = PerQueues::new(online_cpus())?;
         let disk = Disk::new(
             &DiskConfig {
                 major: bindings::LOOP_MAJOR,
@@ -229,7 +224,8 @@ impl LoopDevice {
                 nr_hw_queues: AtomicU32::new(nr_hw_queues.max(1)),
                 part_shift,
                 stats: DevStats::default(),
-                flush_races: FlushRaces::default(),
+                per_queue,
+                debugfs <- kernel::new_spinlock!(None),
                 policy: SubmissionPolicy::new(settings.nowait_min_stack, settings.nowait_max_depth),
                 cfg <- kernel::new_mutex!(Config {
                     file_name: [0; NAME_SIZE],
@@ -268,10 +264,10 @@ impl LoopDevice {
         Ok(dev)
     }
 
-    /// Makes the device visible as `/dev/loopN`, with its counters in sysfs.
+    /// Makes the device visible as `/dev/loopN`, with its knobs in sysfs.
     pub(crate) fn add_disk(self: &Arc<Self>) -> Result {
         self.disk.add(self.clone())?;
-        // The counters are informational: a device without them still works.
+        // The knobs are extras: a device without them still works.
         self.stats_on.store(
             self.disk.add_group(&sysfs::RUST_LOOP_GROUP).is_ok(),
             Ordering::Relaxed,
@@ -283,57 +279,21 @@ impl LoopDevice {
         self.disk.queue()
     }
 
-    /// The hardware queue `rq` was dispatched on (present while the device is bound); the
-    /// borrow is the request's: the queues stay while it is in flight.
-    pub(crate) fn hw_queue_of<'r>(&'r self, rq: &'r Request<LoopDisk>) -> Option<&'r HwQueue> {
-        // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
-        unsafe { self.hw_queues.get(rq.hw_queue()) }
-    }
-
-    /// Whether a hardware queue other than `rq`'s has requests in flight (for a flush: it races
-    /// them). The borrow is the request's: the queues stay while it is in flight.
-    pub(crate) fn other_queues_busy(&self, rq: &Request<LoopDisk>) -> bool {
-        // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
-        unsafe { self.hw_queues.others_busy(rq.hw_queue()) }
-    }
-
-    /// The worker that runs `rq` for the root cgroup: its hardware queue's, or a sibling's when
-    /// that one has requests waiting ([`super::dispatch::spread_worker`]). The borrow is the
-    /// request's: the queues stay while it is in flight.
-    pub(crate) fn hw_queue_worker<'r>(
+    /// The data path's state and hardware queues, for `rq`, a request of this device in flight
+    /// (lent by its owner) that `queue_rq` found the device bound for; `None` should `rq` be
+    /// another device's. The borrow is the request's: they stay while `rq` is in flight.
+    fn in_flight<'r>(
         &'r self,
         rq: &'r Request<LoopDisk>,
-    ) -> Option<&'r KthreadWorker> {
-        let may_spread = || {
-            self.io_backing(rq).is_some_and(|io| io.direct_io)
-                && online_cpus() >= super::dispatch::SPREAD_MIN_CPUS
-        };
-        // SAFETY: `rq` is in flight, so the hardware queues are not being replaced.
-        unsafe {
-            self.hw_queues
-                .worker_for(&self.stats, rq.hw_queue(), may_spread)
+    ) -> Option<(Option<&'r IoState>, &'r [HwQueue])> {
+        if !self.disk.owns(rq) {
+            return None;
         }
-    }
-
-    /// Calls `f` with the number of requests started on each hardware queue.
-    pub(crate) fn hw_queue_requests<R>(
-        &self,
-        f: impl FnOnce(&mut dyn Iterator<Item = u64>) -> R,
-    ) -> R {
-        let cfg = self.cfg.lock();
-        let queues = self.hw_queues.all(&cfg);
-        if queues.is_empty() {
-            // Unbound: what the queues counted while bound.
-            return f(&mut cfg.retired_requests.iter().copied());
-        }
-        f(&mut queues.iter().map(|q| q.load.started()))
-    }
-
-    /// Calls `f` with the process IDs of the hardware queues' worker threads, in queue order
-    /// (none while the device is unbound).
-    pub(crate) fn worker_pids<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = i32>) -> R) -> R {
-        let cfg = self.cfg.lock();
-        f(&mut self.hw_queues.all(&cfg).iter().map(|q| q.worker.pid()))
+        // SAFETY: A request of this device is in flight (`rq`, checked above), one that found
+        // the device bound (`queue_rq` reads the cells only then): neither cell is replaced
+        // before it ends.
+        let (io, queues) = unsafe { (self.io.get(), self.hw_queues.0.get()) };
+        Some((io.as_ref(), queues))
     }
 
     /// The current state.
@@ -369,17 +329,10 @@ impl LoopDevice {
         self.backing.lock().clone()
     }
 
-    /// The data path's state, for `rq`, a request of this device in flight (lent by its
-    /// owner) that `queue_rq` found the device bound for; `None` when unbound, or should `rq`
-    /// be another device's. The borrow is the request's: the state stays while `rq` is in
-    /// flight.
+    /// The data path's state, for `rq`, a request of this device in flight that `queue_rq`
+    /// found the device bound for; `None` when unbound, or should `rq` be another device's.
     pub(crate) fn io_backing<'r>(&'r self, rq: &'r Request<LoopDisk>) -> Option<&'r IoState> {
-        if !self.disk.owns(rq) {
-            return None;
-        }
-        // SAFETY: A request of this device is in flight (`rq`, checked above), one that found the
-        // device bound (`queue_rq` reads the cell only then).
-        unsafe { self.io.get() }.as_ref()
+        self.in_flight(rq)?.0
     }
 
     /// Whether discard and write-zeroes are still advertised.
@@ -474,7 +427,7 @@ impl LoopDevice {
         if self.state() != State::Bound {
             return Err(ENXIO);
         }
-        let _span = self.flush_races.enter(Reconfig::ClrFd);
+        let _watch = FlushWatch::new(&self.per_queue, &self.stats.flushes_racing_clr_fd);
         self.set_flags(self.flags() | FLAG_AUTOCLEAR);
         if self.disk.openers() == 1 {
             self.set_state(State::Rundown);
@@ -571,6 +524,7 @@ impl LoopDevice {
         if self.stats_on.swap(false, Ordering::Relaxed) {
             self.disk.remove_group(&sysfs::RUST_LOOP_GROUP);
         }
+        self.remove_debugfs();
         self.disk.remove()
     }
 }

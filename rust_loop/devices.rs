@@ -4,23 +4,27 @@
 //! `LOOP_CTL_GET_FREE`, creation on open of a missing `/dev/loopN` ([`probe`]), and removal of
 //! every device at module exit.
 
-use super::device::{DeviceSettings, LoopDevice, State};
+use super::{
+    device::{DeviceSettings, LoopDevice, State},
+    sys::DebugDir,
+};
 use core::sync::atomic::Ordering;
 use kernel::{bindings, prelude::*, sync::Arc};
 
 kernel::sync::global_lock! {
-    // SAFETY: Initialised by `init`, in `LoopModule::init`, before any device exists.
+    // SAFETY: Initialised in `LoopModule::init`, before any device exists.
     /// Every device (`loop_index_idr`), visible or not (`LoopDevice::visible`).
-    unsafe(uninit) static DEVICES: Mutex<DeviceTable> = DeviceTable {
+    pub(crate) unsafe(uninit) static DEVICES: Mutex<DeviceTable> = DeviceTable {
         devices: KVec::new(),
         adding: KVec::new(),
         settings: DeviceSettings::DEFAULT,
         max_loop_limit: 0,
+        debugfs: None,
     };
 }
 
 /// The table of devices ([`DEVICES`]): the devices, and the numbers of those being created.
-struct DeviceTable {
+pub(crate) struct DeviceTable {
     devices: KVec<Arc<LoopDevice>>,
     /// Numbers taken by `LOOP_CTL_ADD`s that are still creating their device (its tag set and
     /// disk are allocated outside the table's lock, as loop.c's `loop_add` does).
@@ -29,6 +33,8 @@ struct DeviceTable {
     settings: DeviceSettings,
     /// Highest device count that opening a node may create (`max_loop`; 0: no limit).
     max_loop_limit: u32,
+    /// debugfs' `rust_loop/`, where each device has its counters, from module load to exit.
+    debugfs: Option<DebugDir>,
 }
 
 impl DeviceTable {
@@ -93,6 +99,9 @@ pub(crate) fn add_device(index: i32) -> Result<u32> {
         // Hidden all along: nobody else picked it.
         devices.retain(|d| !Arc::ptr_eq(d, &dev));
         return Err(e);
+    }
+    if let Some(root) = &devices.debugfs {
+        dev.add_debugfs(root);
     }
     dev.visible.store(true, Ordering::Release);
     Ok(dev.number)
@@ -167,35 +176,33 @@ pub(crate) extern "C" fn probe(devt: bindings::dev_t) {
     let _ = add_device(index as i32);
 }
 
-/// Initialises the table with what new devices are made with, and the highest device number
-/// that opening a node may create (`max_loop_limit`, 0: no limit).
-///
-/// # Safety
-///
-/// Must be called once, before any other function of this module.
-pub(crate) unsafe fn init(settings: DeviceSettings, max_loop_limit: u32) {
-    // SAFETY: Called once, before any use (the caller's contract).
-    unsafe { DEVICES.init() };
+/// Sets what new devices are made with, and the highest device number that opening a node may
+/// create (`max_loop_limit`, 0: no limit); makes debugfs' `rust_loop/`. At module load, before
+/// any device exists ([`DEVICES`] initialised).
+pub(crate) fn configure(settings: DeviceSettings, max_loop_limit: u32) {
     let mut table = DEVICES.lock();
     table.settings = settings;
     table.max_loop_limit = max_loop_limit;
+    table.debugfs = Some(DebugDir::new(c"rust_loop", None));
 }
 
 /// Removes every device (module exit: nobody can reach the table any more, the control device
 /// and major are gone, and no device is open or bound, either of which holds a module
 /// reference).
 pub(crate) fn remove_all() {
-    let (devices, adding) = {
+    let (devices, adding, debugfs) = {
         let mut table = DEVICES.lock();
         // Both vectors taken out, so that their buffers are freed with them (the static
         // outlives the module: kmemleak on the debug kernel).
         (
             core::mem::take(&mut table.devices),
             core::mem::take(&mut table.adding),
+            table.debugfs.take(),
         )
     };
     drop(adding);
     for dev in devices.iter() {
         drop(dev.remove());
     }
+    drop(debugfs);
 }

@@ -43,10 +43,10 @@
 
 use super::{
     backing::IoState,
-    stats::DevStats,
+    stats::{Count, PerQueue, QueueStats, WriteSteering},
     sys::{now_ns, DiskOps, KthreadWorker, Queue, ReqOp, Request},
 };
-use core::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Upper bound of [`LoadTracker::pipeline_credit`]: how many shallow arrivals in a row (the worker
 /// drained the queue before the task refilled it) a pipelining task outlasts.
@@ -89,7 +89,7 @@ pub(crate) const SPREAD_MIN_CPUS: u32 = 4;
 /// sequential reads from readahead. Counted in `worker_spread` when the next queue's worker
 /// takes it.
 pub(crate) fn spread_worker<'a, Q>(
-    stats: &DevStats,
+    stats: &QueueStats,
     queues: &'a [Q],
     k: usize,
     worker: impl Fn(&'a Q) -> &'a KthreadWorker,
@@ -100,7 +100,7 @@ pub(crate) fn spread_worker<'a, Q>(
     if n > 1 && own.has_queued() {
         let next = worker(queues.get((k + 1) % n)?);
         if !next.has_queued() && may_spread() {
-            stats.worker_spread.fetch_add(1, Ordering::Relaxed);
+            stats.worker_spread.inc();
             return Some(next);
         }
     }
@@ -231,11 +231,9 @@ pub(crate) enum NowaitEnd {
 /// [`SubmissionPolicy::worker_route`] decide where a request runs; the hooks record what
 /// happened to it: [`SubmissionPolicy::nowait_end`] (a NOWAIT submission refused or accepted),
 /// [`SubmissionPolicy::queued`] and [`SubmissionPolicy::taken`] (the worker's queue),
-/// [`SubmissionPolicy::ended`] (the hardware queue's load). Every counter of a decision is in
-/// [`DevStats`].
+/// [`SubmissionPolicy::ended`] (the hardware queue's load). Every counter of a decision, and
+/// the write steering, are in the [`PerQueue`] of the request's hardware queue.
 pub(crate) struct SubmissionPolicy {
-    /// The write steering.
-    steering: WriteSteering,
     /// Kernel stack bytes that must remain for `queue_rq` to submit direct I/O itself.
     min_stack: usize,
     /// `nowait_max_depth` ([`SubmissionPolicy::max_depth`]).
@@ -246,7 +244,6 @@ impl SubmissionPolicy {
     /// A policy with `min_stack` bytes of stack margin and `max_depth` as `nowait_max_depth`.
     pub(crate) fn new(min_stack: usize, max_depth: u32) -> Self {
         Self {
-            steering: WriteSteering::new(),
             min_stack,
             max_depth: AtomicU32::new(max_depth),
         }
@@ -291,7 +288,7 @@ impl SubmissionPolicy {
     /// the block device below the backing file takes no `REQ_NOWAIT` bio.
     pub(crate) fn route<D: DiskOps>(
         &self,
-        stats: &DevStats,
+        q: &PerQueue,
         load: Option<&LoadTracker>,
         queue: &Queue,
         io: Option<&IoState>,
@@ -301,14 +298,14 @@ impl SubmissionPolicy {
             l.request_started(self.max_depth())
         });
         match io {
-            Some(io) if self.nowait_allowed(stats, load, queue, io, rq) => Route::Inline,
+            Some(io) if self.nowait_allowed(q, load, queue, io, rq) => Route::Inline,
             _ => Route::WorkerBuffered,
         }
     }
 
     fn nowait_allowed<D: DiskOps>(
         &self,
-        stats: &DevStats,
+        q: &PerQueue,
         load: QueueLoad,
         queue: &Queue,
         io: &IoState,
@@ -317,8 +314,9 @@ impl SubmissionPolicy {
         if !io.direct_io || !io.nowait {
             return false;
         }
-        let skipped = |c: &core::sync::atomic::AtomicU64| {
-            c.fetch_add(1, Ordering::Relaxed);
+        let stats = &q.stats;
+        let skipped = |c: &AtomicU64| {
+            c.inc();
             false
         };
         match rq.op() {
@@ -365,7 +363,7 @@ impl SubmissionPolicy {
             return skipped(&stats.nowait_skip_nested);
         }
         if rq.op() == ReqOp::Write && io.file_is_reg {
-            if self.steering.active() {
+            if q.steering.active() {
                 return skipped(&stats.nowait_skip_writes);
             }
             // The first write after a timestamp tick updates mtime/ctime, which XFS (without
@@ -400,7 +398,7 @@ impl SubmissionPolicy {
     /// not are counted in `dio_fallbacks`), else buffered.
     pub(crate) fn worker_route<D: DiskOps>(
         &self,
-        stats: &DevStats,
+        stats: &QueueStats,
         io: &IoState,
         rq: &Request<D>,
     ) -> Route {
@@ -411,7 +409,7 @@ impl SubmissionPolicy {
             Route::WorkerDirect
         } else {
             // Below the backing file's direct-I/O alignment: this one goes buffered.
-            stats.dio_fallbacks.fetch_add(1, Ordering::Relaxed);
+            stats.dio_fallbacks.inc();
             Route::WorkerBuffered
         }
     }
@@ -438,37 +436,38 @@ impl SubmissionPolicy {
     /// steering window ([`WriteSteering`]).
     pub(crate) fn nowait_end<D: DiskOps>(
         &self,
-        stats: &DevStats,
+        q: &PerQueue,
         rq: &Request<D>,
         ret: isize,
     ) -> NowaitEnd {
         let is_write = rq.op() == ReqOp::Write;
         if ret == EAGAIN || ret == EOPNOTSUPP {
-            stats.nowait_eagain.fetch_add(1, Ordering::Relaxed);
+            q.stats.nowait_eagain.inc();
             if is_write {
-                self.steering.refused();
+                q.steering.refused();
             }
             return NowaitEnd::Retry;
         }
-        stats.nowait_completions.fetch_add(1, Ordering::Relaxed);
+        q.stats.nowait_completions.inc();
         if is_write {
-            self.steering.accepted();
+            q.steering.accepted();
         }
         NowaitEnd::Done
     }
 
-    /// A request of operation `op` queued to a worker.
-    pub(crate) fn queued(&self, op: ReqOp) {
+    /// A request of operation `op` of the hardware queue `q` queued to a worker.
+    pub(crate) fn queued(&self, q: &PerQueue, op: ReqOp) {
         if op == ReqOp::Write {
-            self.steering.queued();
+            q.steering.queued();
         }
     }
 
-    /// A request of operation `op` that the worker has submitted (or failed) after
-    /// [`SubmissionPolicy::queued`]: a write in a blocking submission still counts as queued.
-    pub(crate) fn taken(&self, op: ReqOp) {
+    /// A request of operation `op` of the hardware queue `q` that the worker has submitted (or
+    /// failed) after [`SubmissionPolicy::queued`]: a write in a blocking submission still counts
+    /// as queued.
+    pub(crate) fn taken(&self, q: &PerQueue, op: ReqOp) {
         if op == ReqOp::Write {
-            self.steering.taken();
+            q.steering.taken();
         }
     }
 
@@ -485,28 +484,12 @@ const EAGAIN: isize = -(kernel::bindings::EAGAIN as isize);
 /// `-EOPNOTSUPP`, as a kiocb's result.
 const EOPNOTSUPP: isize = -(kernel::bindings::EOPNOTSUPP as isize);
 
-/// Steers writes away from the NOWAIT path while the backing file keeps refusing them.
-struct WriteSteering {
-    /// Writes queued to the worker and not yet submitted by it.
-    pending: AtomicU32,
-    /// NOWAIT writes refused with `-EAGAIN` in a row (reset by one that goes through).
-    eagain_streak: AtomicU32,
-    /// `ktime_get()` until which writes go straight to the worker (0: not steering).
-    until: AtomicI64,
-}
-
+/// Steers a hardware queue's writes away from the NOWAIT path while the backing file keeps
+/// refusing them; the state is the queue's own ([`PerQueue`]): no line all queues write.
 impl WriteSteering {
-    /// Not steering.
-    fn new() -> Self {
-        Self {
-            pending: AtomicU32::new(0),
-            eagain_streak: AtomicU32::new(0),
-            until: AtomicI64::new(0),
-        }
-    }
-
-    /// Whether writes currently go straight to the worker: for [`WRITE_STEER_NS`] after
-    /// [`WRITE_STEER_STREAK`] NOWAIT writes were refused in a row, while the worker has writes.
+    /// Whether the queue's writes currently go straight to the worker: for [`WRITE_STEER_NS`]
+    /// after [`WRITE_STEER_STREAK`] of its NOWAIT writes were refused in a row, while a worker
+    /// has writes of it.
     fn active(&self) -> bool {
         let until = self.until.load(Ordering::Relaxed);
         if until == 0 {
@@ -529,9 +512,11 @@ impl WriteSteering {
         }
     }
 
-    /// Counts a NOWAIT write that the backing file accepted.
+    /// Counts a NOWAIT write that the backing file accepted (a store only after a refusal).
     fn accepted(&self) {
-        self.eagain_streak.store(0, Ordering::Relaxed);
+        if self.eagain_streak.load(Ordering::Relaxed) != 0 {
+            self.eagain_streak.store(0, Ordering::Relaxed);
+        }
     }
 
     /// Counts a write queued to the worker.
@@ -588,6 +573,24 @@ mod tests {
             let load = t.request_started(24);
             assert_eq!(load.pipeline, depth >= 24);
         }
+    }
+
+    /// Refused writes open a steering window on their own hardware queue only; it closes once
+    /// no write of the queue waits for a worker.
+    #[test]
+    fn steering_is_per_queue() {
+        let (a, b) = (PerQueue::default(), PerQueue::default());
+        for _ in 0..WRITE_STEER_STREAK {
+            a.steering.refused();
+        }
+        assert_ne!(a.steering.until.load(Ordering::Relaxed), 0);
+        assert_eq!(b.steering.until.load(Ordering::Relaxed), 0);
+        a.steering.queued();
+        b.steering.queued();
+        assert!(!b.steering.active());
+        a.steering.taken();
+        assert!(!a.steering.active());
+        assert_eq!(a.steering.until.load(Ordering::Relaxed), 0);
     }
 
     /// `nowait_max_depth` 0: the worker takes every request.

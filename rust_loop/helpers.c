@@ -13,6 +13,7 @@
 #include <linux/falloc.h>
 #include <linux/cgroup.h>
 #include <linux/cpumask.h>
+#include <linux/debugfs.h>
 #include <linux/iversion.h>
 #include <linux/kthread.h>
 #include <linux/magic.h>
@@ -506,4 +507,18 @@ const char *rust_loop_file_fs_type(struct file *file)
 	if (S_ISBLK(inode->i_mode))
 		return "bdev";
 	return inode->i_sb->s_type->name;
+}
+
+/* debugfs_create_file_aux is a macro (_Generic over the operations' type). */
+void *rust_loop_debugfs_file(const char *name, umode_t mode, void *parent, void *data,
+			     void *aux, const void *fops)
+{
+	const struct file_operations *ops = fops;
+
+	return debugfs_create_file_aux(name, mode, parent, data, aux, ops);
+}
+
+void *rust_loop_debugfs_aux(const void *file)
+{
+	return debugfs_get_aux(file);
 }

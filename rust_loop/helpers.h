@@ -48,6 +48,9 @@ bool rust_loop_rq_issued_here(struct request *rq);
 void rust_loop_css_put(struct cgroup_subsys_state *css);
 void rust_loop_css_get(struct cgroup_subsys_state *css);
 bool rust_loop_css_is_root(struct cgroup_subsys_state *css);
+void *rust_loop_debugfs_file(const char *name, umode_t mode, void *parent, void *data,
+			     void *aux, const void *fops);
+void *rust_loop_debugfs_aux(const void *file);
 extern const unsigned long rust_loop_c_layout[];
 extern const unsigned int rust_loop_c_layout_len;
 extern const unsigned long rust_loop_c_consts[];

@@ -22,6 +22,7 @@ use super::{
     cgroup_workers::CgroupWorkerUse,
     device::{LoopDevice, LoopDisk, State},
     dispatch::{NowaitEnd, Route, SubmissionPolicy},
+    stats::{Count, PerQueue},
     sys::{
         BackingFile, BlkStatus, BlockDevice, Dir, DiskOps, IoCgroups, IovIter, KthreadWorker,
         OwnedRequest, ReqOp, Request, RequestAio, RequestWork, FALLOC_FL_KEEP_SIZE,
@@ -51,6 +52,13 @@ pub(crate) struct LoopCmd {
     /// worker alive until the command ends (its completion may wait in the worker's batch,
     /// [`OwnedRequest::complete_in_batch`]).
     cgroup_worker: Option<CgroupWorkerUse>,
+    /// The request's hardware queue, from `queue_rq` on: where it counts ([`counts`]).
+    hw_queue: u32,
+}
+
+/// The counters of the hardware queue of `rq`, a request `queue_rq` has taken.
+fn counts<'d>(dev: &'d LoopDevice, rq: &LoopRq) -> &'d PerQueue {
+    dev.queue_counts(rq.pdu().hw_queue)
 }
 
 impl DiskOps for LoopDisk {
@@ -64,11 +72,13 @@ impl DiskOps for LoopDisk {
             nowait: false,
             cgroups: None,
             cgroup_worker: None,
+            hw_queue: 0,
         }
     }
 
-    fn queue_rq(dev: &LoopDevice, rq: LoopRq) {
+    fn queue_rq(dev: &LoopDevice, mut rq: LoopRq) {
         rq.start();
+        rq.pdu_mut().hw_queue = rq.hw_queue();
         if dev.inject_drop_requests.load(Ordering::Relaxed) > 0 {
             // Fault injection: dropped without an end, which ends it with an I/O error.
             let left = &dev.inject_drop_requests;
@@ -84,15 +94,16 @@ impl DiskOps for LoopDisk {
             rq.end(BlkStatus::IOERR);
             return;
         }
+        let counts = counts(dev, &rq);
         let route = dev.policy.route(
-            &dev.stats,
+            counts,
             dev.hw_queue_of(&rq).map(|q| &q.load),
             dev.disk.queue(),
             dev.io_backing(&rq),
             &rq,
         );
         let rq = match route {
-            Route::Inline => match try_nowait(dev, rq) {
+            Route::Inline => match try_nowait(dev, counts, rq) {
                 Ok(()) => return,
                 Err(rq) => rq,
             },
@@ -131,7 +142,7 @@ impl DiskOps for LoopDisk {
 
 /// Tries the `IOCB_NOWAIT` submission from `queue_rq`; `Err` gives the request back for the
 /// caller to queue to the worker.
-pub(crate) fn try_nowait(dev: &LoopDevice, rq: LoopRq) -> Result<(), LoopRq> {
+pub(crate) fn try_nowait(dev: &LoopDevice, counts: &PerQueue, rq: LoopRq) -> Result<(), LoopRq> {
     // As on the worker: the backing file system's allocations must not recurse into I/O.
     // `queue_rq` of a BLOCKING tag set runs inside the set's SRCU read section, which a
     // queue freeze + quiesce waits for (lockdep: srcu -> fs_reclaim -> q_usage_counter).
@@ -141,23 +152,23 @@ pub(crate) fn try_nowait(dev: &LoopDevice, rq: LoopRq) -> Result<(), LoopRq> {
     // docs/testing.md "Deadlocks").
     let undeferred = super::sys::UndeferredBios::new();
     if undeferred.was_deferring() {
-        dev.stats.nowait_undeferred.fetch_add(1, Ordering::Relaxed);
+        counts.stats.nowait_undeferred.inc();
     }
-    submit_dio(dev, rq, true).inspect_err(|rq| {
-        dev.policy.nowait_end(&dev.stats, rq, EAGAIN);
+    submit_dio(counts, rq, true).inspect_err(|rq| {
+        dev.policy.nowait_end(counts, rq, EAGAIN);
     })
 }
 
 /// Submits the request as one direct-I/O kiocb over its pages, to the backing file
 /// ([`LoopDisk::dio_target`]); `Err` (`nowait` only) gives it back, refused at once.
-fn submit_dio(dev: &LoopDevice, mut rq: LoopRq, nowait: bool) -> Result<(), LoopRq> {
+fn submit_dio(counts: &PerQueue, mut rq: LoopRq, nowait: bool) -> Result<(), LoopRq> {
     let dir = if rq.op() == ReqOp::Write {
         Dir::Write
     } else {
         Dir::Read
     };
     rq.pdu_mut().nowait = nowait;
-    dev.stats.backing_inflight.fetch_add(1, Ordering::Relaxed);
+    counts.stats.backing_inflight.inc();
     let submitted = if nowait {
         rq.submit_dio_nowait(dir)
     } else {
@@ -166,7 +177,7 @@ fn submit_dio(dev: &LoopDevice, mut rq: LoopRq, nowait: bool) -> Result<(), Loop
     };
     // Refused: not in flight. Its `nowait` flag is set again by the next submission.
     submitted.inspect_err(|_| {
-        dev.stats.backing_inflight.fetch_sub(1, Ordering::Relaxed);
+        counts.stats.backing_inflight.dec();
     })
 }
 
@@ -184,16 +195,17 @@ impl RequestAio for LoopDisk {
     /// The end of a direct I/O: completes the request, or hands it to the worker after a
     /// late `-EAGAIN` of a `IOCB_NOWAIT` submission.
     fn aio_done(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
-        dev.stats.backing_inflight.fetch_sub(1, Ordering::Relaxed);
+        let counts = counts(dev, &rq);
+        counts.stats.backing_inflight.dec();
         let cmd = rq.pdu_mut();
         cmd.ret = ret;
         let nowait = core::mem::replace(&mut cmd.nowait, false);
-        if nowait && dev.policy.nowait_end(&dev.stats, &rq, ret) == NowaitEnd::Retry {
+        if nowait && dev.policy.nowait_end(counts, &rq, ret) == NowaitEnd::Retry {
             // Possibly in interrupt context (`ki_complete`): no sleeping.
             queue_to_worker(dev, rq, false);
             return;
         }
-        finish(dev, rq);
+        finish(counts, rq);
     }
 }
 
@@ -202,7 +214,8 @@ impl RequestAio for LoopDisk {
 /// root cgroup.
 pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool) {
     let op = rq.op();
-    dev.policy.queued(op);
+    let counts = counts(dev, &rq);
+    dev.policy.queued(counts, op);
     // None for the root cgroup: the workers' own.
     let cgroups = IoCgroups::of(&rq);
     // Starting a thread waits for kthreadd: not from memory reclaim, which may be waiting
@@ -214,13 +227,13 @@ pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool)
     let cmd = rq.pdu_mut();
     cmd.cgroups = cgroups;
     cmd.cgroup_worker = claim;
-    dev.stats.worker_queued.fetch_add(1, Ordering::Relaxed);
+    counts.stats.worker_queued.inc();
     if let Err(mut rq) = rq.queue_to_worker() {
         // No hardware queue (not while a request is in flight): undone, and failed.
-        dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
-        dev.policy.taken(op);
+        counts.stats.worker_queued.dec();
+        dev.policy.taken(counts, op);
         drop(rq.pdu_mut().cgroups.take());
-        fail(dev, rq, EIO);
+        fail(counts, rq, EIO);
     }
 }
 
@@ -251,38 +264,37 @@ impl RequestWork for LoopDisk {
             super::sys::TaskFlags::set(bindings::PF_LOCAL_THROTTLE | bindings::PF_MEMALLOC_NOIO);
         // Charge the I/O and the page cache to the issuer, as if it had done them itself.
         let _cgroups = rq.pdu_mut().cgroups.take().map(IoCgroups::enter);
-        dev.stats.worker_submissions.fetch_add(1, Ordering::Relaxed);
+        let counts = counts(dev, &rq);
+        counts.stats.worker_submissions.inc();
         if rq.pdu().cgroup_worker.is_some() {
-            dev.stats
-                .cgroup_worker_submissions
-                .fetch_add(1, Ordering::Relaxed);
+            counts.stats.cgroup_worker_submissions.inc();
         }
-        dev.stats.worker_queued.fetch_sub(1, Ordering::Relaxed);
+        counts.stats.worker_queued.dec();
         let op = rq.op();
         let Some(io) = dev.io_backing(&rq) else {
-            dev.policy.taken(op);
-            fail(dev, rq, EIO);
+            dev.policy.taken(counts, op);
+            fail(counts, rq, EIO);
             return;
         };
-        match dev.policy.worker_route(&dev.stats, io, &rq) {
+        match dev.policy.worker_route(&counts.stats, io, &rq) {
             Route::WorkerDirect => {
                 // Blocking submission; its completion (or error) arrives through `aio_done`.
-                if let Err(rq) = submit_dio(dev, rq, false) {
-                    fail(dev, rq, EAGAIN);
+                if let Err(rq) = submit_dio(counts, rq, false) {
+                    fail(counts, rq, EAGAIN);
                 }
             }
             _ => {
-                let ret = execute(dev, io, &rq);
+                let ret = execute(dev, counts, io, &rq);
                 rq.pdu_mut().ret = ret;
-                finish(dev, rq);
+                finish(counts, rq);
             }
         }
         // Pairs with `queue_to_worker`.
-        dev.policy.taken(op);
+        dev.policy.taken(counts, op);
     }
 }
 
-fn execute(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>) -> isize {
+fn execute(dev: &LoopDevice, counts: &PerQueue, io: &IoState, rq: &Request<LoopDisk>) -> isize {
     let file = &io.file;
     // A flush has no position (its sector is all ones): only data and range operations
     // compute one.
@@ -292,37 +304,36 @@ fn execute(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>) -> isize {
         ReqOp::Write if io.read_only => EIO,
         ReqOp::Write => pos().map_or(EIO, |pos| rw(dev, io, rq, pos, Dir::Write)),
         ReqOp::Flush => {
-            dev.stats.flushes.fetch_add(1, Ordering::Relaxed);
-            if dev.other_queues_busy(rq) {
-                dev.stats.flushes_racing.fetch_add(1, Ordering::Relaxed);
+            let start = counts.flush_begins();
+            if dev.next_queue_busy(rq) {
+                counts.stats.flushes_racing.inc();
             }
-            let start = dev.flush_races.flush_begins();
             let ret = match file.fsync() {
                 0 => 0,
                 _ => EIO,
             };
-            dev.flush_races.flush_ended(start, ret == 0, &dev.stats);
+            counts.flush_ended(start, ret == 0);
             ret
         }
         ReqOp::Discard => {
-            dev.stats.discards.fetch_add(1, Ordering::Relaxed);
+            counts.stats.discards.inc();
             let ret = pos().map_or(EIO, |pos| {
                 fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE)
             });
             if ret == 0 {
-                dev.flush_races.discarded();
+                counts.discarded();
             }
             ret
         }
         ReqOp::WriteZeroes => {
-            dev.stats.write_zeroes.fetch_add(1, Ordering::Relaxed);
+            counts.stats.write_zeroes.inc();
             let ret = match pos() {
                 None => EIO,
-                Some(pos) if rq.no_unmap() => zero_allocated(dev, file, rq, pos),
+                Some(pos) if rq.no_unmap() => zero_allocated(dev, counts, file, rq, pos),
                 Some(pos) => fallocate(dev, file, rq, pos, FALLOC_FL_PUNCH_HOLE),
             };
             if ret == 0 {
-                dev.flush_races.zeroed();
+                counts.zeroed();
             }
             ret
         }
@@ -370,7 +381,13 @@ fn rw(dev: &LoopDevice, io: &IoState, rq: &Request<LoopDisk>, mut pos: u64, dir:
 /// Only for regular files: on a block device `FALLOC_FL_WRITE_ZEROES` is a write-zeroes that
 /// may unmap (`blkdev_fallocate`), which would drop `REQ_NOUNMAP` on the way down a chain;
 /// `FALLOC_FL_ZERO_RANGE` passes it on.
-fn zero_allocated(dev: &LoopDevice, file: &BackingFile, rq: &Request<LoopDisk>, pos: u64) -> isize {
+fn zero_allocated(
+    dev: &LoopDevice,
+    counts: &PerQueue,
+    file: &BackingFile,
+    rq: &Request<LoopDisk>,
+    pos: u64,
+) -> isize {
     let len = u64::from(rq.bytes());
     if file.is_reg()
         && dev.discard_enabled()
@@ -379,9 +396,7 @@ fn zero_allocated(dev: &LoopDevice, file: &BackingFile, rq: &Request<LoopDisk>, 
     {
         match file.fallocate(FALLOC_FL_WRITE_ZEROES, pos, len) as isize {
             0 => {
-                dev.stats
-                    .write_zeroes_offloaded
-                    .fetch_add(1, Ordering::Relaxed);
+                counts.stats.write_zeroes_offloaded.inc();
                 return 0;
             }
             EOPNOTSUPP => dev.disable_write_zeroes(),
@@ -414,9 +429,9 @@ fn fallocate(
 }
 
 /// Completes the request with the error `ret`.
-fn fail(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
+fn fail(counts: &PerQueue, mut rq: LoopRq, ret: isize) {
     rq.pdu_mut().ret = ret;
-    finish(dev, rq);
+    finish(counts, rq);
 }
 
 /// Hands a finished command's request to completion: on the worker that ran it, in the
@@ -426,25 +441,21 @@ fn fail(dev: &LoopDevice, mut rq: LoopRq, ret: isize) {
 /// `blk_mq_complete_request`. The counters are updated first: once the request completes,
 /// the device may go away (its last request is what a teardown waits for). A batched one
 /// completes later on this same thread, so counting it afterwards is safe.
-fn finish(dev: &LoopDevice, rq: LoopRq) {
+fn finish(counts: &PerQueue, rq: LoopRq) {
     let rq = match rq.complete_in_batch() {
         Ok(()) => {
-            dev.stats
-                .completions_batched
-                .fetch_add(1, Ordering::Relaxed);
+            counts.stats.completions_batched.inc();
             return;
         }
         Err(rq) => rq,
     };
     match LoopRq::may_complete_here() {
         Some(here) => {
-            dev.stats.completions_here.fetch_add(1, Ordering::Relaxed);
+            counts.stats.completions_here.inc();
             rq.complete_here(here);
         }
         None => {
-            dev.stats
-                .completions_deferred
-                .fetch_add(1, Ordering::Relaxed);
+            counts.stats.completions_deferred.inc();
             rq.complete();
         }
     }
@@ -455,17 +466,12 @@ pub(crate) fn end(dev: &LoopDevice, mut rq: LoopRq) {
     let mut ret = rq.pdu().ret;
     let bytes = rq.bytes() as isize;
     if ret >= 0 {
+        let stats = &counts(dev, &rq).stats;
         match rq.op() {
-            ReqOp::Read => dev
-                .stats
-                .read_bytes
-                .fetch_add(ret as u64, Ordering::Relaxed),
-            ReqOp::Write => dev
-                .stats
-                .write_bytes
-                .fetch_add(ret as u64, Ordering::Relaxed),
-            _ => 0,
-        };
+            ReqOp::Read => stats.read_bytes.add(ret as u64),
+            ReqOp::Write => stats.write_bytes.add(ret as u64),
+            _ => {}
+        }
         // A short write is an error.
         if rq.op() == ReqOp::Write && ret < bytes {
             ret = EIO;

@@ -17,20 +17,11 @@ use kernel::prelude::*;
 /// Room for the parameter's value (the C side's buffer is as large).
 const LIST_LEN: usize = 256;
 
-extern "C" {
-    fn rust_loop_nowait_fs_read(buf: *mut kernel::ffi::c_char, len: usize);
-}
-
 /// Whether the `nowait_fs` parameter lets `queue_rq` submit to a file on file system `fs`
 /// (a [`super::sys::BackingFile::fs_type`]).
 pub(crate) fn allows(fs: &CStr) -> bool {
     let mut buf = [0u8; LIST_LEN];
-    // The helper takes the list's own spinlock, not the module's parameter lock (the caller
-    // may hold a frozen queue; rust_loop/helpers.c says why).
-    // SAFETY: `buf` is writable for `LIST_LEN` bytes; the helper writes at most that many.
-    unsafe { rust_loop_nowait_fs_read(buf.as_mut_ptr().cast(), LIST_LEN) };
-    let len = buf.iter().position(|&b| b == 0).unwrap_or(LIST_LEN);
-    list_allows(&buf[..len], fs.to_bytes())
+    list_allows(super::sys::nowait_fs_param(&mut buf), fs.to_bytes())
 }
 
 /// Whether `list` (names separated by commas or white space) names `fs`, or is `all`.

@@ -8,20 +8,10 @@ use super::sys::OwnedQueue;
 use kernel::prelude::*;
 
 kernel::sync::global_lock! {
-    // SAFETY: Initialised by `init`, in `LoopModule::init`, before any device exists.
+    // SAFETY: Initialised in `LoopModule::init`, before any device exists.
     /// Where removed devices finish their teardown ([`super::sys::DiskRelease`]) off the
     /// remover's path; drained and destroyed at module exit. `None` outside [`open`]..[`close`].
-    unsafe(uninit) static RELEASES: Mutex<Option<OwnedQueue>> = None;
-}
-
-/// Initialises the queue's lock.
-///
-/// # Safety
-///
-/// Must be called once, before any other function of this module.
-pub(crate) unsafe fn init() {
-    // SAFETY: Called once, before any use (the caller's contract).
-    unsafe { RELEASES.init() };
+    pub(crate) unsafe(uninit) static RELEASES: Mutex<Option<OwnedQueue>> = None;
 }
 
 /// Makes the queue: from now on [`drop_later`] drops values there.

@@ -31,7 +31,7 @@ const MAX_PARKED: usize = 64;
 kernel::sync::global_lock! {
     // SAFETY: Initialised in `LoopModule::init` before any device exists.
     /// The parked threads, and the reaper while the module is live.
-    unsafe(uninit) static PARKED: Mutex<Parked> = Parked {
+    pub(crate) unsafe(uninit) static PARKED: Mutex<Parked> = Parked {
         workers: KVec::new(),
         reaper: None,
         linger_ms: 0,
@@ -126,19 +126,8 @@ pub(crate) fn new_reaper() -> Result<Arc<Reaper>> {
     )
 }
 
-/// Initialises the cache; threads are parked from then on. Called once, at module load, before
-/// any device exists.
-///
-/// # Safety
-///
-/// Must be called once, before any other function of this module.
-pub(crate) unsafe fn init() {
-    // SAFETY: Called once, before any use (the caller's contract).
-    unsafe { PARKED.init() };
-}
-
 /// Starts parking threads for `linger_ms` milliseconds (0: none are parked), with `reaper` to
-/// stop them (after [`init`]).
+/// stop them (after [`PARKED`] is initialised).
 pub(crate) fn open(reaper: Arc<Reaper>, linger_ms: u32) {
     let mut parked = PARKED.lock();
     parked.reaper = Some(reaper);

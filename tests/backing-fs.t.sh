@@ -25,7 +25,7 @@ backing_check() {
 	is_rust || { log "$fs, direct-io=$mode: loop/dio $dio"; return 0; }
 	nowait=$(stat_of "$dev" nowait_completions)
 	worker=$(stat_of "$dev" worker_submissions)
-	log "$fs, direct-io=$mode: loop/dio $dio, rust_loop/nowait $(stat_of "$dev" nowait), nowait_completions $nowait, nowait_eagain $(stat_of "$dev" nowait_eagain), worker_submissions $worker, dio_fallbacks $(stat_of "$dev" dio_fallbacks)"
+	log "$fs, direct-io=$mode: loop/dio $dio, rust_loop/nowait $(knob_of "$dev" nowait), nowait_completions $nowait, nowait_eagain $(stat_of "$dev" nowait_eagain), worker_submissions $worker, dio_fallbacks $(stat_of "$dev" dio_fallbacks)"
 	[ "$worker" -gt 0 ] || fail "the worker served no request"
 	if [ "$mode" = off ]; then
 		assert_eq "$dio" 0 "loop/dio in buffered mode"

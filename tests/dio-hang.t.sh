@@ -50,7 +50,7 @@ aio_stress_rounds() {
 		done
 	done
 	log "counters: $(for c in nowait_completions nowait_eagain nowait_undeferred worker_submissions; do
-		printf '%s=%s ' $c "$(cat /sys/block/$n/rust_loop/$c 2>/dev/null)"; done)"
+		printf '%s=%s ' $c "$(cat /sys/kernel/debug/rust_loop/$n/$c 2>/dev/null)"; done)"
 	bounded_dump $((120 * ${TEST_SLOWDOWN:-1})) "$dev" umount "$m" || fail "umount failed"
 	case $top in
 	xfs) xfs_repair -n "$dev" >/dev/null 2>&1 || fail "XFS on $dev damaged" ;;

@@ -99,7 +99,7 @@ verify_on() {
 	fi
 	dio_verify "$dev"
 	if is_rust; then
-		log "$(grep -H . /sys/block/$(basename "$dev")/rust_loop/{nowait_max_depth,nowait_completions,nowait_eagain,nowait_skip_depth,worker_submissions})"
+		log "$(grep -H . /sys/block/$(basename "$dev")/rust_loop/nowait_max_depth /sys/kernel/debug/rust_loop/$(basename "$dev")/{nowait_completions,nowait_eagain,nowait_skip_depth,worker_submissions})"
 		# The data was verified on the paths that served it: the NOWAIT path always (the first
 		# requests of the queue), the worker too by default (the deep queue).
 		local nowait worker
@@ -479,7 +479,7 @@ t_completion_context_counted() {
 	here=$(stat_of "$dev" completions_here)
 	deferred=$(stat_of "$dev" completions_deferred)
 	batched=$(stat_of "$dev" completions_batched)
-	started=$(cat /sys/block/"$n"/rust_loop/hw_queue_requests | tr ' ' '\n' | awk '{s += $1} END {print s}')
+	started=$(stat_of "$n" hw_queue_requests | tr ' ' '\n' | awk '{s += $1} END {print s}')
 	log "buffered: completions_here=$here completions_deferred=$deferred completions_batched=$batched started=$started"
 	assert_eq "$deferred" 0 "buffered completions through blk_mq_complete_request"
 	[ "$batched" -ge 2048 ] || fail "buffered: only $batched of 2048+ requests ended by the worker's batch"
@@ -492,7 +492,7 @@ t_completion_context_counted() {
 	here=$(stat_of "$dev" completions_here)
 	deferred=$(stat_of "$dev" completions_deferred)
 	batched=$(stat_of "$dev" completions_batched)
-	started=$(cat /sys/block/"$(basename "$dev")"/rust_loop/hw_queue_requests | tr ' ' '\n' | awk '{s += $1} END {print s}')
+	started=$(stat_of "$dev" hw_queue_requests | tr ' ' '\n' | awk '{s += $1} END {print s}')
 	log "dio: completions_here=$here completions_deferred=$deferred completions_batched=$batched started=$started"
 	assert_eq "$((here + deferred + batched))" "$started" "dio completions vs requests started"
 	losetup -d "$dev"

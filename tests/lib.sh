@@ -100,8 +100,10 @@ scratch_fs() {
 }
 scratch_umount() { if mountpoint -q "$SCRATCH" 2>/dev/null; then umount "$SCRATCH"; fi; }
 
-# stat_of DEV NAME: a counter of /sys/block/loopN/rust_loop/
-stat_of() { cat "/sys/block/$(basename "$1")/rust_loop/$2"; }
+# stat_of DEV NAME: a counter of rust_loop's DEV, /sys/kernel/debug/rust_loop/loopN/NAME
+stat_of() { cat "/sys/kernel/debug/rust_loop/$(basename "$1")/$2"; }
+# knob_of DEV NAME: a file of rust_loop's DEV in sysfs, /sys/block/loopN/rust_loop/NAME
+knob_of() { cat "/sys/block/$(basename "$1")/rust_loop/$2"; }
 # ---------------------------------------------------------------------------------------------
 # Helpers of the core-* tests.
 
@@ -264,7 +266,7 @@ dump_hang() {
 		[ -r "/sys/kernel/debug/block/$d/state" ] && echo "state: $(cat "/sys/kernel/debug/block/$d/state")"
 		echo "inflight: $(cat "/sys/block/$d/inflight" 2>/dev/null)"
 		if [ -d "/sys/block/$d/rust_loop" ]; then
-			for f in /sys/block/"$d"/rust_loop/*; do
+			for f in /sys/block/"$d"/rust_loop/* /sys/kernel/debug/rust_loop/"$d"/*; do
 				echo "  $(basename "$f") = $(cat "$f" 2>/dev/null)"
 			done
 		fi

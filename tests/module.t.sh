@@ -49,7 +49,8 @@ t_module_modprobe_loop_loads_rust_loop() {
 }
 
 # The module's KUnit suites (the queue-load rule, the dev_t encoding, the old loop_info
-# conversions; #[kunit_tests] in rust_loop/) run when it loads: each reports ok, none fails.
+# conversions, the counters; #[kunit_tests] in rust_loop/) run when it loads: each reports ok,
+# none fails.
 t_module_kunit() {
 	is_rust || { log "rust_loop only"; return 0; }
 	need_config CONFIG_KUNIT
@@ -59,7 +60,7 @@ t_module_kunit() {
 	load_rust_loop
 	local log suite
 	log=$(dmesg)
-	for suite in rust_loop_dispatch rust_loop_device rust_loop_ioctl; do
+	for suite in rust_loop_dispatch rust_loop_device rust_loop_ioctl rust_loop_stats; do
 		echo "$log" | grep -qE "^(\[[ 0-9.]+\] )? *ok [0-9]+ $suite\$" ||
 			fail "KUnit suite $suite did not report ok: $(echo "$log" | grep -E "$suite|not ok" | head -5)"
 	done

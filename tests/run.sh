@@ -45,6 +45,9 @@ uname -r
 echo "kernel: $(cat /proc/version)"
 echo "command line: $(tr ' ' '\n' </proc/cmdline | grep -vE '^(virtme|init=|console=|earlyprintk=|nr_open=)' | xargs)"
 # Debug kernel: kmemleak suspects present before the first test are not the tests' doing.
+# rust_loop's counters are in debugfs (/sys/kernel/debug/rust_loop/loopN/).
+mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug ||
+	{ echo "cannot mount debugfs on /sys/kernel/debug"; exit 2; }
 KMEMLEAK=0
 if python3 "$ROOT/tests/kmemleak.py" start | grep -q cleared; then KMEMLEAK=1; fi
 # Only the debug flavour has kmemleak; its sanitizers make the kernel 3-6 times slower under

@@ -276,7 +276,7 @@ t_fault_autoclear_mount_o_loop() { autoclear_mounted mount-o-loop; }
 t_fault_autoclear_detach_mounted() { autoclear_mounted losetup; }
 
 # A request the driver drops without ending it (a driver bug, injected through
-# rust_loop/inject_drop_requests) still ends, with an I/O error (`OwnedRequest`'s drop), and the
+# debugfs' rust_loop/loopN/inject_drop_requests) still ends, with an I/O error (`OwnedRequest`'s drop), and the
 # kernel log says so; the device goes on working and detaches.
 t_fault_dropped_request_ends_with_eio() {
 	is_rust || skip "fault injection of rust_loop's own"
@@ -287,7 +287,7 @@ t_fault_dropped_request_ends_with_eio() {
 	fillimg "$T/img" 16
 	for dio in on off; do
 		dev=$(attach "$T/img" --direct-io=$dio)
-		knob=/sys/block/$(basename "$dev")/rust_loop/inject_drop_requests
+		knob=/sys/kernel/debug/rust_loop/$(basename "$dev")/inject_drop_requests
 		assert_file "$knob" 0
 		echo 1 >"$knob"
 		if out=$(bounded 30 dd if="$dev" of=/dev/null bs=4k count=1 iflag=direct 2>&1); then

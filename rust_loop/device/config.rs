@@ -4,6 +4,7 @@
 //! `LOOP_SET_STATUS`/`LOOP_GET_STATUS`, `LOOP_SET_CAPACITY`, `LOOP_SET_DIRECT_IO` and
 //! `LOOP_SET_BLOCK_SIZE`. Behaviour and errno values follow `drivers/block/loop.c`.
 
+use super::super::stats::Count;
 use super::*;
 
 impl LoopDevice {
@@ -226,12 +227,16 @@ impl LoopDevice {
         if self.calculate_size(&file) != self.calculate_size(&old) {
             return Err(EINVAL);
         }
-        let span = self.flush_races.enter(Reconfig::ChangeFd);
+        // A read-only device advertises no volatile write cache (as loop.c's): no flush comes
+        // to it, so what `LOOP_CHANGE_FD` races is its reads, in flight when it begins or when
+        // it freezes the queue (which waits for them).
         let mut racing = self.hw_queues.any_busy(&cfg);
         file.fsync();
         self.disk.force_media_change();
         racing |= self.hw_queues.any_busy(&cfg);
-        FlushRaces::change_fd_racing_io(racing, &self.stats);
+        if racing {
+            self.stats.change_fd_racing_io.inc();
+        }
         {
             let frozen = self.queue().freeze();
             old.restore_gfp(cfg.old_gfp);
@@ -247,7 +252,6 @@ impl LoopDevice {
         }
         self.set_merging();
         let partscan = self.flags() & FLAG_PARTSCAN != 0;
-        drop(span);
         drop(cfg);
         drop(validate);
         // Let a concurrent validation that may still look at the old file finish first.
@@ -265,7 +269,7 @@ impl LoopDevice {
             return Err(ENXIO);
         }
         let file = self.backing_file().ok_or(ENXIO)?;
-        let span = self.flush_races.enter(Reconfig::SetStatus);
+        let watch = FlushWatch::new(&self.per_queue, &self.stats.flushes_racing_set_status);
         let size_changed = self.offset() != info.lo_offset || self.sizelimit() != info.lo_sizelimit;
         if size_changed {
             self.disk.sync_and_invalidate_bdev();
@@ -292,7 +296,7 @@ impl LoopDevice {
         if result.is_ok() && size_changed {
             self.disk.set_capacity(self.calculate_size(&file));
         }
-        drop(span);
+        drop(watch);
         drop(cfg);
         if partscan {
             self.reread_partitions();

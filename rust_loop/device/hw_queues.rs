@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A bound device's hardware queues: each one's worker thread, request counter and load
-//! ([`super::super::dispatch::LoadTracker`]), in a [`DataPathCell`] that binding and unbinding replace.
+//! ([`super::super::dispatch::LoadTracker`]), in a [`DataPathCell`] that binding and unbinding replace;
+//! the request path reads them through `LoopDevice::in_flight`.
 
 use super::*;
 
@@ -64,63 +65,83 @@ impl HwQueues {
     pub(super) fn any_busy(&self, cfg: &Config) -> bool {
         self.all(cfg).iter().any(|q| q.load.inflight() > 0)
     }
+}
 
-    /// The queue of a request in flight (`hw_queue` wraps around the queues there are).
-    ///
-    /// # Safety
-    ///
-    /// The caller must be handling a request of the device that `queue_rq` found bound, or
-    /// hold the device mutex.
-    pub(super) unsafe fn get(&self, hw_queue: u32) -> Option<&HwQueue> {
-        // SAFETY: Forwarded from the caller.
-        let queues: &[HwQueue] = unsafe { self.0.get() };
-        match queues.len() {
-            0 => None,
-            n => queues.get(hw_queue as usize % n),
-        }
+/// The queue of a request of `queues` (`hw_queue` wraps around the queues there are).
+pub(super) fn pick(queues: &[HwQueue], hw_queue: u32) -> Option<&HwQueue> {
+    let k = hw_queue as usize;
+    queues
+        .get(k)
+        .or_else(|| queues.get(k.checked_rem(queues.len())?))
+}
+
+/// Whether the hardware queue after `hw_queue` (wrapping around), if it is another, has
+/// requests in flight: one look at one neighbour, whatever the number of queues.
+pub(super) fn next_busy(queues: &[HwQueue], hw_queue: u32) -> bool {
+    let n = queues.len();
+    n > 1
+        && queues
+            .get((hw_queue as usize + 1) % n)
+            .is_some_and(|q| q.load.inflight() > 0)
+}
+
+/// The request path's and sysfs' views of the hardware queues.
+impl LoopDevice {
+    /// The hardware queue `rq` was dispatched on (present while the device is bound).
+    pub(crate) fn hw_queue_of<'r>(&'r self, rq: &'r Request<LoopDisk>) -> Option<&'r HwQueue> {
+        pick(self.in_flight(rq)?.1, rq.hw_queue())
     }
 
-    /// Whether a hardware queue other than `hw_queue` (wrapping around) has requests in
-    /// flight.
-    ///
-    /// # Safety
-    ///
-    /// As [`Self::get`].
-    pub(super) unsafe fn others_busy(&self, hw_queue: u32) -> bool {
-        // SAFETY: Forwarded from the caller.
-        let queues: &[HwQueue] = unsafe { self.0.get() };
-        match queues.len() {
-            0 | 1 => false,
-            n => {
-                let own = hw_queue as usize % n;
-                queues
-                    .iter()
-                    .enumerate()
-                    .any(|(i, q)| i != own && q.load.inflight() > 0)
-            }
-        }
+    /// The counters of hardware queue `hw_queue`.
+    pub(crate) fn queue_counts(&self, hw_queue: u32) -> &PerQueue {
+        self.per_queue.of(hw_queue as usize)
     }
 
-    /// The worker for a request in flight of hardware queue `hw_queue`
-    /// ([`super::super::dispatch::spread_worker`]).
-    ///
-    /// # Safety
-    ///
-    /// As [`Self::get`].
-    pub(super) unsafe fn worker_for<'a>(
-        &'a self,
-        stats: &DevStats,
-        hw_queue: u32,
-        may_spread: impl FnOnce() -> bool,
-    ) -> Option<&'a KthreadWorker> {
-        // SAFETY: Forwarded from the caller.
-        let queues: &[HwQueue] = unsafe { self.0.get() };
+    /// Whether the hardware queue after `rq`'s has requests in flight (for a flush: it races
+    /// them).
+    pub(crate) fn next_queue_busy(&self, rq: &Request<LoopDisk>) -> bool {
+        self.in_flight(rq)
+            .is_some_and(|(_, queues)| next_busy(queues, rq.hw_queue()))
+    }
+
+    /// The worker that runs `rq` for the root cgroup: its hardware queue's, or a sibling's when
+    /// that one has requests waiting ([`super::super::dispatch::spread_worker`]).
+    pub(crate) fn hw_queue_worker<'r>(
+        &'r self,
+        rq: &'r Request<LoopDisk>,
+    ) -> Option<&'r KthreadWorker> {
+        let (io, queues) = self.in_flight(rq)?;
+        let may_spread = || {
+            io.is_some_and(|io| io.direct_io)
+                && online_cpus() >= super::super::dispatch::SPREAD_MIN_CPUS
+        };
         super::super::dispatch::spread_worker(
-            stats,
+            &self.queue_counts(rq.hw_queue()).stats,
             queues,
-            hw_queue as usize,
+            rq.hw_queue() as usize,
             |q| &q.worker,
             may_spread,
         )
+    }
+
+    /// Calls `f` with the number of requests started on each hardware queue.
+    pub(crate) fn hw_queue_requests<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = u64>) -> R,
+    ) -> R {
+        let cfg = self.cfg.lock();
+        let queues = self.hw_queues.all(&cfg);
+        if queues.is_empty() {
+            // Unbound: what the queues counted while bound.
+            return f(&mut cfg.retired_requests.iter().copied());
+        }
+        f(&mut queues.iter().map(|q| q.load.started()))
+    }
+
+    /// Calls `f` with the process IDs of the hardware queues' worker threads, in queue order
+    /// (none while the device is unbound).
+    pub(crate) fn worker_pids<R>(&self, f: impl FnOnce(&mut dyn Iterator<Item = i32>) -> R) -> R {
+        let cfg = self.cfg.lock();
+        f(&mut self.hw_queues.all(&cfg).iter().map(|q| q.worker.pid()))
     }
 }

@@ -2,12 +2,10 @@
 
 //! `/sys/block/loopN/loop/{backing_file,offset,sizelimit,autoclear,partscan,dio}`, present while
 //! the device is bound (as loop.c's `loop_attribute_group`), and `/sys/block/loopN/rust_loop/`,
-//! present while the device exists: the counters of [`super::super::stats`] (one file each, from
-//! [`DevStats::COUNTERS`]) and the knobs.
+//! present while the device exists: the knobs (the counters are in debugfs, [`super::debugfs`]).
 
 use super::super::{
     device::{LoopDevice, LoopDisk, FLAG_AUTOCLEAR, FLAG_DIRECT_IO, FLAG_PARTSCAN},
-    stats::DevStats,
     sys::{AttrGroup, AttrPtrs, DiskAttr, Page},
 };
 use core::{fmt::Write, sync::atomic::Ordering};
@@ -49,24 +47,6 @@ static LOOP_PTRS: AttrPtrs<LoopDisk, 7> = AttrPtrs::new(&[&LOOP_ATTRS]);
 /// `loop/`, as loop.c's.
 pub(crate) static LOOP_GROUP: AttrGroup<LoopDisk> = AttrGroup::new(c"loop", &LOOP_PTRS);
 
-const N_COUNTERS: usize = DevStats::COUNTERS.len();
-
-/// The counter with `DevStats::COUNTERS` index `i`.
-fn show_counter(lo: &LoopDevice, i: usize, page: &mut Page<'_>) -> Result {
-    let (_, read) = DevStats::COUNTERS.get(i).ok_or(EINVAL)?;
-    line(page, read(&lo.stats))
-}
-
-static COUNTER_ATTRS: [Attr; N_COUNTERS] = {
-    let mut attrs = [const { Attr::ro(c"", show_counter) }; N_COUNTERS];
-    let mut i = 0;
-    while i < N_COUNTERS {
-        attrs[i] = Attr::ro_tagged(DevStats::COUNTERS[i].0, i, show_counter);
-        i += 1;
-    }
-    attrs
-};
-
 /// Writes `values` space-separated, and a newline.
 fn list<T: core::fmt::Display>(page: &mut Page<'_>, values: &mut dyn Iterator<Item = T>) -> Result {
     for (i, n) in values.enumerate() {
@@ -76,7 +56,7 @@ fn list<T: core::fmt::Display>(page: &mut Page<'_>, values: &mut dyn Iterator<It
     page.write_str("\n").map_err(|_| EINVAL)
 }
 
-static KNOB_ATTRS: [Attr; 7] = [
+static KNOB_ATTRS: [Attr; 5] = [
     // The in-flight depth from which a single task's direct I/O goes to the worker (and every
     // task's from 16 on, or from N if larger); any time, the next request sees it. EINVAL
     // unless a `u32`.
@@ -94,22 +74,6 @@ static KNOB_ATTRS: [Attr; 7] = [
         c"nr_hw_queues",
         |lo, _, page| line(page, lo.nr_hw_queues()),
         |lo, s| lo.set_nr_hw_queues(parse_u32(s)?),
-    ),
-    // Requests started per hardware queue, space-separated.
-    Attr::ro(c"hw_queue_requests", |lo, _, page| {
-        lo.hw_queue_requests(|counts| list(page, counts))
-    }),
-    // Fault injection: `queue_rq` drops the next N requests without ending them (a driver bug
-    // on purpose); each still ends, with an I/O error, and the kernel log says so. Reads the
-    // number left. EINVAL unless a `u32`.
-    Attr::rw(
-        c"inject_drop_requests",
-        |lo, _, page| line(page, lo.inject_drop_requests.load(Ordering::Relaxed)),
-        |lo, s| {
-            lo.inject_drop_requests
-                .store(parse_u32(s)?, Ordering::Relaxed);
-            Ok(())
-        },
     ),
     // The process IDs of the hardware queues' worker threads (`rust_loop/K`), space-separated
     // in queue order; empty while unbound.
@@ -134,9 +98,8 @@ fn parse_u32(s: &str) -> Result<u32> {
     s.parse::<u32>().map_err(|_| EINVAL)
 }
 
-static RUST_LOOP_PTRS: AttrPtrs<LoopDisk, { N_COUNTERS + KNOB_ATTRS.len() + 1 }> =
-    AttrPtrs::new(&[&COUNTER_ATTRS, &KNOB_ATTRS]);
+static RUST_LOOP_PTRS: AttrPtrs<LoopDisk, { KNOB_ATTRS.len() + 1 }> = AttrPtrs::new(&[&KNOB_ATTRS]);
 
-/// `rust_loop/`: the counters and the knobs.
+/// `rust_loop/`: the knobs.
 pub(crate) static RUST_LOOP_GROUP: AttrGroup<LoopDisk> =
     AttrGroup::new(c"rust_loop", &RUST_LOOP_PTRS);

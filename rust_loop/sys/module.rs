@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! References on this module, and its block major.
+//! References on this module, its block major, and its `nowait_fs` parameter.
 //!
 //! C headers: [`include/linux/module.h`](srctree/include/linux/module.h),
 //! [`include/linux/blkdev.h`](srctree/include/linux/blkdev.h).
@@ -74,4 +74,24 @@ impl Drop for BlockMajor {
         // SAFETY: Registered (type invariant), unregistered once.
         unsafe { bindings::unregister_blkdev(self.major, self.name.as_char_ptr()) };
     }
+}
+
+// rust_loop/helpers.c keeps the `nowait_fs` parameter under a spinlock of its own.
+extern "C" {
+    fn rust_loop_nowait_fs_read(buf: *mut kernel::ffi::c_char, len: usize);
+}
+
+/// The value of the `nowait_fs` module parameter, copied into `buf` (truncated to its length
+/// less one): the bytes before the NUL. Takes the list's own spinlock, not the module's
+/// parameter lock (the caller may hold a frozen queue; rust_loop/helpers.c says why).
+pub(crate) fn nowait_fs_param(buf: &mut [u8]) -> &[u8] {
+    let len = buf.len();
+    if len == 0 {
+        return buf;
+    }
+    // SAFETY: `buf` is writable for `len` bytes; the helper writes at most that many, a NUL
+    // included.
+    unsafe { rust_loop_nowait_fs_read(buf.as_mut_ptr().cast(), len) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(len);
+    &buf[..end]
 }

@@ -48,7 +48,7 @@ impl Write for Page<'_> {
 }
 
 /// A `show`: prints the value of the data `D` into the page; `tag` is the attribute's own
-/// number (see [`DiskAttr::ro_tagged`]).
+/// number (0 for every attribute today).
 pub(crate) type ShowFn<D> = fn(&D, usize, &mut Page<'_>) -> Result;
 /// A `store`: takes the written text, as UTF-8 without surrounding white space.
 pub(crate) type StoreFn<D> = fn(&D, &str) -> Result;
@@ -75,11 +75,6 @@ impl<T: DiskOps> DiskAttr<T> {
     /// A read-only (0444) file `name`.
     pub(crate) const fn ro(name: &'static CStr, show: ShowFn<T::Data>) -> Self {
         Self::new(name, 0, show, None)
-    }
-
-    /// A read-only file whose `show` gets `tag` (one `show` for a table of values).
-    pub(crate) const fn ro_tagged(name: &'static CStr, tag: usize, show: ShowFn<T::Data>) -> Self {
-        Self::new(name, tag, show, None)
     }
 
     /// A writable (0644) file `name`.

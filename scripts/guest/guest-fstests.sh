@@ -162,7 +162,7 @@ counters() {
 counters_of() {
 	local d f v
 	for d in "$@"; do
-		for f in /sys/block/"${d##*/}"/rust_loop/*; do
+		for f in /sys/kernel/debug/rust_loop/"${d##*/}"/*; do
 			[ -f "$f" ] && read -r v <"$f" && echo "${d##*/} ${f##*/} $v"
 		done
 	done 2>/dev/null
@@ -218,7 +218,7 @@ dump_hang() {
 	# The loop devices: backing file, direct I/O, requests in flight, rust_loop's counters.
 	files=()
 	for d in /sys/block/loop*; do
-		[ -d "$d/loop" ] && files+=("$d"/loop/{backing_file,dio} "$d"/inflight "$d"/rust_loop/*)
+		[ -d "$d/loop" ] && files+=("$d"/loop/{backing_file,dio} "$d"/inflight "$d"/rust_loop/* /sys/kernel/debug/rust_loop/"${d##*/}"/*)
 	done
 	bounded 60 show "${files[@]}" >"$dir/loop-devices.txt"
 }

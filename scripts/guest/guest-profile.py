@@ -61,10 +61,14 @@ def main():
                               "-G", "--percent-limit", "1"], text=True, capture_output=True)
         gb.write(f"{OUT}/callers.txt", head + rep.stdout)
     shutil.copy(data, f"{OUT}/perf.data")
-    sd = f"/sys/block/{os.path.basename(dev)}/rust_loop"
-    if os.path.isdir(sd):
-        gb.write(f"{OUT}/counters.txt", "".join(f"{n} {gb.read(os.path.join(sd, n), '?')}\n"
-                                                for n in sorted(os.listdir(sd))))
+    # rust_loop's knobs (sysfs) and counters (debugfs).
+    name = os.path.basename(dev)
+    if os.path.isdir(f"/sys/block/{name}/rust_loop"):
+        subprocess.run(["mount", "-t", "debugfs", "debugfs", "/sys/kernel/debug"], capture_output=True)
+        gb.write(f"{OUT}/counters.txt", "".join(
+            f"{n} {gb.read(os.path.join(sd, n), '?')}\n"
+            for sd in (f"/sys/block/{name}/rust_loop", f"/sys/kernel/debug/rust_loop/{name}")
+            if os.path.isdir(sd) for n in sorted(os.listdir(sd))))
     drv.detach(dev)
     gb.log(f"done: {head.strip()}")
 

@@ -51,8 +51,9 @@ for j in d["jobs"]:
     print(f"{j['jobname']:<20} {rw['iops']:>10.0f} {rw['bw'] / 1024:>10.1f} {rw['lat_ns']['mean'] / 1000:>11.1f}")
 PY
 
-step "rust_loop counters (/sys/block/$n/rust_loop/)"
-for f in /sys/block/$n/rust_loop/*; do printf '  %-22s %s\n' "$(basename "$f")" "$(cat "$f")"; done
+step "rust_loop counters (/sys/kernel/debug/rust_loop/$n/)"
+mountpoint -q /sys/kernel/debug || mount -t debugfs debugfs /sys/kernel/debug
+for f in /sys/block/$n/rust_loop/* /sys/kernel/debug/rust_loop/$n/*; do printf '  %-22s %s\n' "$(basename "$f")" "$(cat "$f")"; done
 
 step "clean up"
 umount /tmp/rust-loop-run/mnt

@@ -400,8 +400,8 @@ def loop_status64(fd):
 
 
 def counters(dev):
-    """rust_loop's counters of `dev` (/sys/block/loopN/rust_loop/), {} on loop.c."""
-    d = f"/sys/block/{os.path.basename(dev)}/rust_loop"
+    """rust_loop's counters of `dev` (/sys/kernel/debug/rust_loop/loopN/), {} on loop.c."""
+    d = f"/sys/kernel/debug/rust_loop/{os.path.basename(dev)}"
     out = {}
     if not os.path.isdir(d):
         return out
