@@ -74,14 +74,10 @@ def git(*args):
 
 
 def matrix():
-    rows = []
-    with open(CONF) as f:
-        for line in f:
-            cols = line.split("#", 1)[0].split()
-            if len(cols) >= 8:
-                rows.append(dict(zip(("name", "root", "pkgs", "arch", "krel", "version",
-                                      "source", "runs"), cols)))
-    return rows
+    """The rows of config/kernels.conf, as `make kernels` reads them."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import kernels  # noqa: E402
+    return kernels.matrix(CONF)
 
 
 def read_results(path):

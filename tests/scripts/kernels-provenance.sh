@@ -11,7 +11,7 @@ command -v git >/dev/null || { echo "SKIP: no git"; exit 77; }
 
 p=$tmp/prov
 mkdir -p "$p/config" "$p/docs" "$p/scripts/kernels" "$p/rust_loop" "$p/packaging" "$p/uapi"
-cp scripts/kernels/kernels_table.py "$p/scripts/kernels/"
+cp scripts/kernels/kernels_table.py scripts/kernels/kernels.py scripts/kernels/debian_archive.py "$p/scripts/kernels/"
 printf '%s\n' \
 	"k1 trixie trixie-backports amd64 7.9.1+deb13-amd64 7.9.1-1~bpo13+1 linux-source-7.9 build,smoke,suite" \
 	"k2 sid sid amd64 7.9.2+deb14-amd64 7.9.2-1 linux-source-7.9 build,subset,package" >"$p/config/kernels.conf"

@@ -30,7 +30,7 @@ mkdir -p "$tmp/p/config" "$tmp/p/docs" "$tmp/p/scripts/kernels"
 cp config/kernels.conf "$tmp/p/config/"
 echo "7.9-test trixie trixie-backports amd64 7.9.1+deb13-amd64 7.9.1-1~bpo13+1 linux-source-7.9 build,smoke" >>"$tmp/p/config/kernels.conf"
 cp docs/kernels-results.tsv "$tmp/p/docs/"
-cp scripts/kernels/kernels_table.py "$tmp/p/scripts/kernels/"
+cp scripts/kernels/kernels_table.py scripts/kernels/kernels.py scripts/kernels/debian_archive.py "$tmp/p/scripts/kernels/"
 out=$($py "$tmp/p/scripts/kernels/kernels_table.py" --print)
 echo "$out" | grep -q '^| `7.9-test` | `7.9.1+deb13-amd64` | .* | not run | not run | – | – | – |$' ||
 	fail "a new row does not show as 'not run': $(echo "$out" | grep 7.9-test)"
