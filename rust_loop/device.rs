@@ -184,7 +184,8 @@ pub(crate) struct LoopDevice {
     /// Whether the `rust_loop/` knobs group exists.
     stats_on: AtomicBool,
     /// Fault injection (debugfs' `inject_drop_requests`): `queue_rq` drops this many of the
-    /// next requests without ending them, to show that such a request still ends, failed.
+    /// next requests without ending them, to show that such a request still ends, failed. Read
+    /// only once a write has armed `sys::fault_injection_armed`'s static key.
     pub(crate) inject_drop_requests: AtomicU32,
 }
 

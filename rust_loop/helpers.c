@@ -5,7 +5,8 @@
  * - static inline functions: freeze protection around asynchronous writes (kiocb_*_write);
  * - fields of struct task_struct, whose layout as GCC builds it differs from what bindgen sees
  *   (journal_info, the stack base and the flags are only touched here);
- * - a string module parameter (the kernel crate's parameters are integers and booleans).
+ * - a string module parameter (the kernel crate's parameters are integers and booleans);
+ * - the static key of the tests' fault injection (a C definition: DEFINE_STATIC_KEY_FALSE).
  */
 #include <linux/blk-cgroup.h>
 #include <linux/blk-mq.h>
@@ -15,6 +16,7 @@
 #include <linux/cpumask.h>
 #include <linux/debugfs.h>
 #include <linux/iversion.h>
+#include <linux/jump_label.h>
 #include <linux/kthread.h>
 #include <linux/magic.h>
 #include <linux/memcontrol.h>
@@ -337,6 +339,17 @@ unsigned int rust_loop_rq_hw_queue(struct request *rq)
 unsigned int rust_loop_online_cpus(void)
 {
 	return num_online_cpus();
+}
+
+/*
+ * The switch of the tests' fault injection (rust_loop/sys/fault.rs): queue_rq tests it with
+ * static_branch_unlikely, a no-op until a test arms it through debugfs.
+ */
+DEFINE_STATIC_KEY_FALSE(rust_loop_fault_injection);
+
+void rust_loop_fault_injection_enable(void)
+{
+	static_branch_enable(&rust_loop_fault_injection);
 }
 
 /*

@@ -39,6 +39,7 @@ unsigned int rust_loop_rq_hw_queue(struct request *rq);
 bool rust_loop_may_complete_here(unsigned long min_stack);
 void rust_loop_complete_request_direct(struct request *rq);
 unsigned int rust_loop_online_cpus(void);
+void rust_loop_fault_injection_enable(void);
 void rust_loop_rq_cgroups(struct request *rq, struct cgroup_subsys_state **blkcg,
 			  struct cgroup_subsys_state **memcg);
 void *rust_loop_cgroups_enter(struct cgroup_subsys_state *blkcg, struct cgroup_subsys_state *memcg);

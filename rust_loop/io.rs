@@ -79,16 +79,16 @@ impl DiskOps for LoopDisk {
     fn queue_rq(dev: &LoopDevice, mut rq: LoopRq) {
         rq.start();
         rq.pdu_mut().hw_queue = rq.hw_queue();
-        if dev.inject_drop_requests.load(Ordering::Relaxed) > 0 {
-            // Fault injection: dropped without an end, which ends it with an I/O error.
-            let left = &dev.inject_drop_requests;
-            if left
+        // Fault injection (a static key: a no-op until a test arms it): dropped without an end,
+        // which ends it with an I/O error.
+        if super::sys::fault_injection_armed()
+            && dev
+                .inject_drop_requests
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
                 .is_ok()
-            {
-                drop(rq);
-                return;
-            }
+        {
+            drop(rq);
+            return;
         }
         if dev.state() != State::Bound {
             rq.end(BlkStatus::IOERR);

@@ -8,7 +8,7 @@
 use super::super::{
     device::LoopDevice,
     stats::{self, DevStats, QueueStats},
-    sys::{DebugDir, DebugFiles, DebugShow},
+    sys::{self, DebugDir, DebugFiles, DebugShow},
 };
 use core::{fmt::Write, sync::atomic::Ordering};
 use kernel::{prelude::*, str::CString, sync::Arc};
@@ -52,6 +52,10 @@ impl DebugShow for LoopDevice {
             return Err(EPERM);
         }
         let n = word.parse::<u32>().map_err(|_| EINVAL)?;
+        if n > 0 {
+            // The static key `queue_rq` tests before it reads the count (once, for good).
+            sys::arm_fault_injection();
+        }
         self.inject_drop_requests.store(n, Ordering::Relaxed);
         Ok(())
     }
