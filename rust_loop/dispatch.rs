@@ -88,6 +88,7 @@ pub(crate) const SPREAD_MIN_CPUS: u32 = 4;
 /// stays with its queue's worker: two threads reading one file in turn would hide its
 /// sequential reads from readahead. Counted in `worker_spread` when the next queue's worker
 /// takes it.
+#[inline]
 pub(crate) fn spread_worker<'a, Q>(
     stats: &QueueStats,
     queues: &'a [Q],

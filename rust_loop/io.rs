@@ -21,7 +21,7 @@ use super::{
     backing::IoState,
     cgroup_workers::CgroupWorkerUse,
     device::{LoopDevice, LoopDisk, State},
-    dispatch::{NowaitEnd, Route, SubmissionPolicy},
+    dispatch::{LoadTracker, NowaitEnd, Route, SubmissionPolicy},
     stats::{Count, PerQueue},
     sys::{
         BackingFile, BlkStatus, BlockDevice, Dir, DiskOps, IoCgroups, IovIter, KthreadWorker,
@@ -61,6 +61,12 @@ fn counts<'d>(dev: &'d LoopDevice, rq: &LoopRq) -> &'d PerQueue {
     dev.queue_counts(rq.pdu().hw_queue)
 }
 
+/// The load of the hardware queue of `rq`, a request `queue_rq` has taken (none while the
+/// device is unbound).
+fn load<'d>(dev: &'d LoopDevice, rq: &'d LoopRq) -> Option<&'d LoadTracker> {
+    dev.hw_queue_of(rq, rq.pdu().hw_queue).map(|q| &q.load)
+}
+
 impl DiskOps for LoopDisk {
     type Module = crate::LoopModule;
     type Data = LoopDevice;
@@ -97,7 +103,7 @@ impl DiskOps for LoopDisk {
         let counts = counts(dev, &rq);
         let route = dev.policy.route(
             counts,
-            dev.hw_queue_of(&rq).map(|q| &q.load),
+            load(dev, &rq),
             dev.disk.queue(),
             dev.io_backing(&rq),
             &rq,
@@ -240,10 +246,11 @@ pub(crate) fn queue_to_worker(dev: &LoopDevice, mut rq: LoopRq, may_sleep: bool)
 impl RequestWork for LoopDisk {
     /// The worker of the issuer's blkcg when the command holds a claim on one, else that of
     /// its hardware queue or of a sibling queue ([`super::dispatch::spread_worker`]).
+    #[inline]
     fn worker<'r>(dev: &'r LoopDevice, rq: &'r LoopRq) -> Option<&'r KthreadWorker> {
         match &rq.pdu().cgroup_worker {
             Some(claim) => Some(&claim.worker),
-            None => dev.hw_queue_worker(rq),
+            None => dev.hw_queue_worker(rq, rq.pdu().hw_queue),
         }
     }
 
@@ -294,7 +301,7 @@ impl RequestWork for LoopDisk {
     }
 }
 
-fn execute(dev: &LoopDevice, counts: &PerQueue, io: &IoState, rq: &Request<LoopDisk>) -> isize {
+fn execute(dev: &LoopDevice, counts: &PerQueue, io: &IoState, rq: &LoopRq) -> isize {
     let file = &io.file;
     // A flush has no position (its sector is all ones): only data and range operations
     // compute one.
@@ -305,7 +312,7 @@ fn execute(dev: &LoopDevice, counts: &PerQueue, io: &IoState, rq: &Request<LoopD
         ReqOp::Write => pos().map_or(EIO, |pos| rw(dev, io, rq, pos, Dir::Write)),
         ReqOp::Flush => {
             let start = counts.flush_begins();
-            if dev.next_queue_busy(rq) {
+            if dev.next_queue_busy(rq, rq.pdu().hw_queue) {
                 counts.stats.flushes_racing.inc();
             }
             let ret = match file.fsync() {
@@ -490,7 +497,7 @@ pub(crate) fn end(dev: &LoopDevice, mut rq: LoopRq) {
         }
         BlkStatus::OK
     };
-    dev.policy.ended(dev.hw_queue_of(&rq).map(|q| &q.load));
+    dev.policy.ended(load(dev, &rq));
     // Before the request ends (the device, whose list holds the worker, may go once its last
     // request has ended). If this runs in that worker's batch, reaping the worker waits for
     // the batch to return.

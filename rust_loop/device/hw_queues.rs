@@ -87,9 +87,14 @@ pub(super) fn next_busy(queues: &[HwQueue], hw_queue: u32) -> bool {
 
 /// The request path's and sysfs' views of the hardware queues.
 impl LoopDevice {
-    /// The hardware queue `rq` was dispatched on (present while the device is bound).
-    pub(crate) fn hw_queue_of<'r>(&'r self, rq: &'r Request<LoopDisk>) -> Option<&'r HwQueue> {
-        pick(self.in_flight(rq)?.1, rq.hw_queue())
+    /// Hardware queue `hw_queue`, the one `rq` was dispatched on (present while the device is
+    /// bound). The caller passes the index `queue_rq` kept in the command: no call into C.
+    pub(crate) fn hw_queue_of<'r>(
+        &'r self,
+        rq: &'r Request<LoopDisk>,
+        hw_queue: u32,
+    ) -> Option<&'r HwQueue> {
+        pick(self.in_flight(rq)?.1, hw_queue)
     }
 
     /// The counters of hardware queue `hw_queue`.
@@ -97,18 +102,21 @@ impl LoopDevice {
         self.per_queue.of(hw_queue as usize)
     }
 
-    /// Whether the hardware queue after `rq`'s has requests in flight (for a flush: it races
-    /// them).
-    pub(crate) fn next_queue_busy(&self, rq: &Request<LoopDisk>) -> bool {
+    /// Whether the hardware queue after `hw_queue`, `rq`'s, has requests in flight (for a
+    /// flush: it races them).
+    pub(crate) fn next_queue_busy(&self, rq: &Request<LoopDisk>, hw_queue: u32) -> bool {
         self.in_flight(rq)
-            .is_some_and(|(_, queues)| next_busy(queues, rq.hw_queue()))
+            .is_some_and(|(_, queues)| next_busy(queues, hw_queue))
     }
 
-    /// The worker that runs `rq` for the root cgroup: its hardware queue's, or a sibling's when
-    /// that one has requests waiting ([`super::super::dispatch::spread_worker`]).
+    /// The worker that runs `rq` for the root cgroup: that of its hardware queue `hw_queue`, or
+    /// a sibling's when that one has requests waiting
+    /// ([`super::super::dispatch::spread_worker`]).
+    #[inline]
     pub(crate) fn hw_queue_worker<'r>(
         &'r self,
         rq: &'r Request<LoopDisk>,
+        hw_queue: u32,
     ) -> Option<&'r KthreadWorker> {
         let (io, queues) = self.in_flight(rq)?;
         let may_spread = || {
@@ -116,9 +124,9 @@ impl LoopDevice {
                 && online_cpus() >= super::super::dispatch::SPREAD_MIN_CPUS
         };
         super::super::dispatch::spread_worker(
-            &self.queue_counts(rq.hw_queue()).stats,
+            &self.queue_counts(hw_queue).stats,
             queues,
-            rq.hw_queue() as usize,
+            hw_queue as usize,
             |q| &q.worker,
             may_spread,
         )
