@@ -46,6 +46,7 @@ import zlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sysio  # noqa: E402
 from model import Blocks, Files, Model, ZERO4K  # noqa: E402
+import report  # noqa: E402
 import workload  # noqa: E402
 
 MIB = 1 << 20
@@ -162,7 +163,8 @@ class Run:
         self.cuts = Figures("cuts")
         self.replays = Figures("replay")
         self.errors = []
-        self.counters = sysio.DevCounters()
+        # The counters of the ways a write ends that the report requires.
+        self.counters = sysio.DevCounters(c for _, c, _ in report.PATHS)
         self.work = {}
         self.extra_devs = []
         self.procs = []
