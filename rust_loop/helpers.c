@@ -330,12 +330,6 @@ unsigned long rust_loop_statfs_bsize(struct file *file)
 	return sbuf.f_bsize;
 }
 
-/* The hardware queue a request was dispatched on. */
-unsigned int rust_loop_rq_hw_queue(struct request *rq)
-{
-	return rq->mq_hctx->queue_num;
-}
-
 unsigned int rust_loop_online_cpus(void)
 {
 	return num_online_cpus();

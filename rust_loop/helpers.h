@@ -35,7 +35,6 @@ u64 rust_loop_disk_parts_digest(struct gendisk *disk);
 void rust_loop_nowait_fs_read(char *buf, size_t len);
 const char *rust_loop_file_fs_type(struct file *file);
 bool rust_loop_file_supports_dontcache(struct file *file);
-unsigned int rust_loop_rq_hw_queue(struct request *rq);
 bool rust_loop_may_complete_here(unsigned long min_stack);
 void rust_loop_complete_request_direct(struct request *rq);
 unsigned int rust_loop_online_cpus(void);

@@ -52,19 +52,17 @@ pub(crate) struct LoopCmd {
     /// worker alive until the command ends (its completion may wait in the worker's batch,
     /// [`OwnedRequest::complete_in_batch`]).
     cgroup_worker: Option<CgroupWorkerUse>,
-    /// The request's hardware queue, from `queue_rq` on: where it counts ([`counts`]).
-    hw_queue: u32,
 }
 
 /// The counters of the hardware queue of `rq`, a request `queue_rq` has taken.
 fn counts<'d>(dev: &'d LoopDevice, rq: &LoopRq) -> &'d PerQueue {
-    dev.queue_counts(rq.pdu().hw_queue)
+    dev.queue_counts(rq.hw_queue())
 }
 
 /// The load of the hardware queue of `rq`, a request `queue_rq` has taken (none while the
 /// device is unbound).
 fn load<'d>(dev: &'d LoopDevice, rq: &'d LoopRq) -> Option<&'d LoadTracker> {
-    dev.hw_queue_of(rq, rq.pdu().hw_queue).map(|q| &q.load)
+    dev.hw_queue_of(rq).map(|q| &q.load)
 }
 
 impl DiskOps for LoopDisk {
@@ -78,13 +76,11 @@ impl DiskOps for LoopDisk {
             nowait: false,
             cgroups: None,
             cgroup_worker: None,
-            hw_queue: 0,
         }
     }
 
-    fn queue_rq(dev: &LoopDevice, mut rq: LoopRq) {
+    fn queue_rq(dev: &LoopDevice, rq: LoopRq) {
         rq.start();
-        rq.pdu_mut().hw_queue = rq.hw_queue();
         // Fault injection (a static key: a no-op until a test arms it): dropped without an end,
         // which ends it with an I/O error.
         if super::sys::fault_injection_armed()
@@ -250,7 +246,7 @@ impl RequestWork for LoopDisk {
     fn worker<'r>(dev: &'r LoopDevice, rq: &'r LoopRq) -> Option<&'r KthreadWorker> {
         match &rq.pdu().cgroup_worker {
             Some(claim) => Some(&claim.worker),
-            None => dev.hw_queue_worker(rq, rq.pdu().hw_queue),
+            None => dev.hw_queue_worker(rq),
         }
     }
 
@@ -312,7 +308,7 @@ fn execute(dev: &LoopDevice, counts: &PerQueue, io: &IoState, rq: &LoopRq) -> is
         ReqOp::Write => pos().map_or(EIO, |pos| rw(dev, io, rq, pos, Dir::Write)),
         ReqOp::Flush => {
             let start = counts.flush_begins();
-            if dev.next_queue_busy(rq, rq.pdu().hw_queue) {
+            if dev.next_queue_busy(rq) {
                 counts.stats.flushes_racing.inc();
             }
             let ret = match file.fsync() {

@@ -87,14 +87,9 @@ pub(super) fn next_busy(queues: &[HwQueue], hw_queue: u32) -> bool {
 
 /// The request path's and sysfs' views of the hardware queues.
 impl LoopDevice {
-    /// Hardware queue `hw_queue`, the one `rq` was dispatched on (present while the device is
-    /// bound). The caller passes the index `queue_rq` kept in the command: no call into C.
-    pub(crate) fn hw_queue_of<'r>(
-        &'r self,
-        rq: &'r Request<LoopDisk>,
-        hw_queue: u32,
-    ) -> Option<&'r HwQueue> {
-        pick(self.in_flight(rq)?.1, hw_queue)
+    /// The hardware queue `rq` was dispatched on (present while the device is bound).
+    pub(crate) fn hw_queue_of<'r>(&'r self, rq: &'r Request<LoopDisk>) -> Option<&'r HwQueue> {
+        pick(self.in_flight(rq)?.1, rq.hw_queue())
     }
 
     /// The counters of hardware queue `hw_queue`.
@@ -102,23 +97,23 @@ impl LoopDevice {
         self.per_queue.of(hw_queue as usize)
     }
 
-    /// Whether the hardware queue after `hw_queue`, `rq`'s, has requests in flight (for a
-    /// flush: it races them).
-    pub(crate) fn next_queue_busy(&self, rq: &Request<LoopDisk>, hw_queue: u32) -> bool {
+    /// Whether the hardware queue after `rq`'s has requests in flight (for a flush: it races
+    /// them).
+    pub(crate) fn next_queue_busy(&self, rq: &Request<LoopDisk>) -> bool {
         self.in_flight(rq)
-            .is_some_and(|(_, queues)| next_busy(queues, hw_queue))
+            .is_some_and(|(_, queues)| next_busy(queues, rq.hw_queue()))
     }
 
-    /// The worker that runs `rq` for the root cgroup: that of its hardware queue `hw_queue`, or
-    /// a sibling's when that one has requests waiting
+    /// The worker that runs `rq` for the root cgroup: that of its hardware queue, or a
+    /// sibling's when that one has requests waiting
     /// ([`super::super::dispatch::spread_worker`]).
     #[inline]
     pub(crate) fn hw_queue_worker<'r>(
         &'r self,
         rq: &'r Request<LoopDisk>,
-        hw_queue: u32,
     ) -> Option<&'r KthreadWorker> {
         let (io, queues) = self.in_flight(rq)?;
+        let hw_queue = rq.hw_queue();
         let may_spread = || {
             io.is_some_and(|io| io.direct_io)
                 && online_cpus() >= super::super::dispatch::SPREAD_MIN_CPUS

@@ -138,10 +138,11 @@ impl<T: DiskOps> Request<T> {
     }
 
     /// Index of the hardware queue the request was dispatched on.
+    #[inline]
     pub(crate) fn hw_queue(&self) -> u32 {
-        // SAFETY: By the type invariant the request is valid; a dispatched request has a
-        // hardware context.
-        unsafe { rust_loop_rq_hw_queue(self.as_raw().cast()) }
+        // SAFETY: By the type invariant the request is valid; a request handed to the driver
+        // was dispatched, so `mq_hctx` points to its hardware context, which outlives it.
+        unsafe { (*(*self.as_raw()).mq_hctx).queue_num }
     }
 
     /// The driver's per-command data of the request.
@@ -484,7 +485,6 @@ pub(crate) const COMPLETE_HERE_MIN_STACK: usize = 4096;
 
 extern "C" {
     // rust_loop/helpers.c. `void *`: `struct request` contains zero-sized C members.
-    fn rust_loop_rq_hw_queue(rq: *mut core::ffi::c_void) -> core::ffi::c_uint;
     fn rust_loop_may_complete_here(min_stack: core::ffi::c_ulong) -> bool;
     fn rust_loop_complete_request_direct(rq: *mut core::ffi::c_void);
 }
