@@ -74,7 +74,8 @@ seed=$stocktree
 abi=${k%-"${k#*-}"}
 step() { printf "\n== %s\n" "$*"; }
 step "dpkg: the kernel packages ($k, $v), $src, rust-loop-dkms"
-deb() { ls "$debs/${1}_${v}_"*.deb 2>/dev/null | head -n 1; }
+# (None found is an empty answer, not a failure: pipefail would end the script here, silently.)
+deb() { ls "$debs/${1}_${v}_"*.deb 2>/dev/null | head -n 1 || true; }
 files=()
 for p in linux-base-$k linux-headers-$abi-common linux-kbuild-$abi linux-headers-$k; do
 	f=$(deb "$p")
