@@ -500,8 +500,12 @@ modprobe char-major-10-237 || fail "modprobe char-major-10-237 failed"
 loaded rust_loop || fail "the loop-control alias did not load rust_loop"
 ! loaded loop || fail "the loop-control alias loaded loop.ko"
 echo "rust_loop loaded, loop.ko not loaded"
-for i in $(seq 50); do loaded rust_loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
-! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop: $(modprobe -r loop 2>&1)"
+# Loading added the module's devices, whose add uevents udev answers by opening each (blkid):
+# as above, the module is in use until it has closed them (10 s was short of it once, at 2e479ab).
+udevadm settle --timeout=60 2>/dev/null || true
+for i in $(seq 150); do loaded rust_loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
+! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop: $(modprobe -r loop 2>&1)" \
+	"(refcnt $(cat /sys/module/rust_loop/refcnt 2>/dev/null); holders: $(ls /sys/module/rust_loop/holders 2>/dev/null))"
 
 echo
 echo "PASS"
