@@ -487,12 +487,16 @@ echo "e2fsck: clean"
 losetup -d "$dev" || fail "losetup -d failed"
 
 step "modprobe -r loop"
-# The detach's last close sends a uevent, for which udev opens the device (blkid): until it has
-# closed it the module is in use, as loop.ko would be. Wait for udev, then up to 30 s.
-udevadm settle --timeout=60 2>/dev/null || true
-for i in $(seq 150); do loaded rust_loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
-! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop: $(modprobe -r loop 2>&1)" \
-	"(refcnt $(cat /sys/module/rust_loop/refcnt 2>/dev/null); holders: $(ls /sys/module/rust_loop/holders 2>/dev/null))"
+# A detach's last close and a load's new devices send uevents, for which udev opens the devices
+# (blkid): until it has closed them the module is in use, as loop.ko would be. So: wait for
+# udev, then up to 30 s.
+unload() {
+	udevadm settle --timeout=60 2>/dev/null || true
+	for i in $(seq 150); do loaded rust_loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
+	! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop: $(modprobe -r loop 2>&1)" \
+		"(refcnt $(cat /sys/module/rust_loop/refcnt 2>/dev/null); holders: $(ls /sys/module/rust_loop/holders 2>/dev/null))"
+}
+unload
 echo "rust_loop unloaded"
 
 step "autoloading: modprobe char-major-10-237 (what opening /dev/loop-control asks for)"
@@ -500,12 +504,7 @@ modprobe char-major-10-237 || fail "modprobe char-major-10-237 failed"
 loaded rust_loop || fail "the loop-control alias did not load rust_loop"
 ! loaded loop || fail "the loop-control alias loaded loop.ko"
 echo "rust_loop loaded, loop.ko not loaded"
-# Loading added the module's devices, whose add uevents udev answers by opening each (blkid):
-# as above, the module is in use until it has closed them (10 s was short of it once, at 2e479ab).
-udevadm settle --timeout=60 2>/dev/null || true
-for i in $(seq 150); do loaded rust_loop || break; modprobe -r loop 2>/dev/null && break; sleep 0.2; done
-! loaded rust_loop || fail "modprobe -r loop did not unload rust_loop: $(modprobe -r loop 2>&1)" \
-	"(refcnt $(cat /sys/module/rust_loop/refcnt 2>/dev/null); holders: $(ls /sys/module/rust_loop/holders 2>/dev/null))"
+unload
 
 echo
 echo "PASS"
